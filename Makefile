@@ -1,0 +1,36 @@
+# Two entry points do all set-up on a fresh Debian 12 / Python 3.11 machine:
+#   make demo   - draw the bundled default model's partition (out/default.svg)
+#   make test   - lint and run the test suite
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV ?= .venv
+BIN := $(VENV)/bin
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+export TOPHUB_LOCATION := NONE
+
+.PHONY: setup demo test bench lint clean
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: setup.cfg pyproject.toml
+	@command -v dot >/dev/null || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q graphviz; }
+	@[ -x $(BIN)/python ] || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test]'
+	@touch $@
+
+demo: setup
+	$(BIN)/partition-lab viz -o out/default.svg
+	@echo "wrote out/default.svg"
+
+lint: setup
+	$(BIN)/ruff check src tests bench examples
+
+test: lint
+	$(BIN)/pytest -q
+
+bench: setup
+	$(BIN)/python bench/run_all.py
+
+clean:
+	rm -rf $(VENV) out .pytest_cache

@@ -1,0 +1,42 @@
+"""partition_lab: split a TVM Relay model into accelerator subgraphs and CPU islands.
+
+Public API (TVM is imported only when a name that needs it is first used)::
+
+    mod, params = partition_lab.load_model("model.onnx")
+    result = partition_lab.partition(mod, "neuron", params=params, strategy="cost")
+    print(result.plan.summary())
+    print(partition_lab.compare(mod, "neuron", params=params))
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from .errors import PartitionLabError
+from .graph import OpGraph, OpGraphBuilder, TensorType
+from .plan import CPU, PartitionPlan, Region, Verdict
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "load_model": ("partition_lab.frontends", "load_model"),
+    "partition": ("partition_lab.api", "partition"),
+    "PartitionResult": ("partition_lab.api", "PartitionResult"),
+    "compare": ("partition_lab.compare", "compare"),
+    "graph_from_relay": ("partition_lab.relay_graph", "graph_from_relay"),
+    "get_target": ("partition_lab.targets", "get_target"),
+    "TargetSpec": ("partition_lab.targets", "TargetSpec"),
+}
+
+__all__ = [
+    "CPU", "OpGraph", "OpGraphBuilder", "PartitionLabError", "PartitionPlan", "Region",
+    "TensorType", "Verdict", *_LAZY,
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        module, attr = _LAZY[name]
+        return getattr(importlib.import_module(module), attr)
+    raise AttributeError(f"module 'partition_lab' has no attribute {name!r}")

@@ -1,0 +1,140 @@
+"""The CostModel protocol and the generic evaluation of a plan under a cost model.
+
+A cost model answers three questions, each in seconds:
+
+* ``op_time(node, kind)``: one op on the CPU (``kind == "cpu"``) or the accelerator (``"accel"``);
+* ``transfer_time(nbytes, src_kind, dst_kind)``: one tensor copied between devices;
+* ``region_overhead(kind)``: the fixed cost of invoking one region (launch, runtime call).
+
+:func:`evaluate` turns those into an explained total for a plan: time per region, per cut and
+overall. A tensor that crosses devices is paid once per destination device, however many
+consumers it has there; graph inputs start on the host and graph outputs end there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
+
+from ..graph import OpNode
+
+if TYPE_CHECKING:
+    from ..plan import PartitionPlan
+
+DeviceKind = Literal["cpu", "accel"]
+
+
+@runtime_checkable
+class CostModel(Protocol):
+    """Predicts op, transfer and invocation times. Implementations must be deterministic."""
+
+    name: str
+
+    def op_time(self, node: OpNode, kind: DeviceKind) -> float: ...
+
+    def transfer_time(self, nbytes: float, src: DeviceKind, dst: DeviceKind) -> float: ...
+
+    def region_overhead(self, kind: DeviceKind) -> float: ...
+
+
+@dataclass(frozen=True)
+class RegionCost:
+    region: int
+    label: str
+    device: str
+    ops: int
+    compute: float
+    overhead: float
+
+    @property
+    def total(self) -> float:
+        return self.compute + self.overhead
+
+
+@dataclass(frozen=True)
+class CutCost:
+    """One tensor copied between devices."""
+
+    tensor: str
+    producer: int | None
+    consumers: tuple[int, ...]
+    src: str
+    dst: str
+    shape: tuple[int, ...]
+    dtype: str
+    nbytes: float
+    time: float
+
+
+@dataclass(frozen=True)
+class CostBreakdown:
+    model: str
+    regions: tuple[RegionCost, ...]
+    cuts: tuple[CutCost, ...]
+    node_times: tuple[float, ...]
+
+    @property
+    def compute_cpu(self) -> float:
+        return sum(r.compute for r in self.regions if r.device == "cpu")
+
+    @property
+    def compute_accel(self) -> float:
+        return sum(r.compute for r in self.regions if r.device != "cpu")
+
+    @property
+    def transfer(self) -> float:
+        return sum(c.time for c in self.cuts)
+
+    @property
+    def transfer_bytes(self) -> float:
+        return sum(c.nbytes for c in self.cuts)
+
+    @property
+    def overhead(self) -> float:
+        return sum(r.overhead for r in self.regions)
+
+    @property
+    def total(self) -> float:
+        return self.compute_cpu + self.compute_accel + self.transfer + self.overhead
+
+    def to_dict(self) -> dict:
+        return {
+            "model": self.model,
+            "total_s": self.total,
+            "compute_cpu_s": self.compute_cpu,
+            "compute_accel_s": self.compute_accel,
+            "transfer_s": self.transfer,
+            "transfer_bytes": self.transfer_bytes,
+            "overhead_s": self.overhead,
+            "regions": [asdict(r) | {"total": r.total} for r in self.regions],
+            "cuts": [asdict(c) for c in self.cuts],
+        }
+
+
+def kind_of(device: str) -> DeviceKind:
+    return "cpu" if device == "cpu" else "accel"
+
+
+def evaluate(plan: PartitionPlan, model: CostModel) -> CostBreakdown:
+    """Predicted time of a plan under ``model``, explained per region and per cut."""
+    graph = plan.graph
+    node_times = tuple(model.op_time(graph[d.node], kind_of(d.device)) for d in plan.decisions)
+    regions = tuple(
+        RegionCost(
+            region=r.id, label=r.label, device=r.device, ops=len(r.nodes),
+            compute=sum(node_times[n] for n in r.nodes),
+            # CPU islands are plain host code: no invocation overhead unless the model says so.
+            overhead=model.region_overhead(kind_of(r.device)),
+        )
+        for r in plan.regions
+    )
+    cuts = tuple(
+        CutCost(
+            tensor=t.key, producer=t.producer,
+            consumers=tuple(c for c in t.consumers if plan.device_of(c) == dst),
+            src=src, dst=dst, shape=t.spec.shape, dtype=t.spec.dtype, nbytes=t.nbytes,
+            time=model.transfer_time(t.nbytes, kind_of(src), kind_of(dst)),
+        )
+        for t, src, dst in plan.crossing_tensors()
+    )
+    return CostBreakdown(model.name, regions, cuts, node_times)
