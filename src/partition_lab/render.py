@@ -1,0 +1,576 @@
+"""Draw a PartitionPlan with graphviz: regions, the cuts between them, and why ops stayed on the CPU.
+
+The drawing answers the questions an engineer asks of a partition:
+
+* which ops run together on the accelerator: one cluster per accelerator region, coloured by
+  target (CPU ops are grey and dashed, outside every cluster);
+* what every cut costs: an edge that crosses devices is red and labelled with the tensor's type,
+  its size and the predicted copy time (one label per tensor per destination device, because the
+  copy is paid once there);
+* why an op is not on the accelerator: a short reason under the op's name, the full text in the
+  SVG tooltip.
+
+A graph of more than :data:`COLLAPSE_ABOVE` ops is drawn collapsed by default: each region becomes
+one summary node (op histogram, op count, predicted time) and the edges between regions are
+aggregated. The output is deterministic: the same plan and cost give byte-identical DOT.
+
+>>> from partition_lab import OpGraphBuilder, PartitionPlan, TensorType, Verdict
+>>> b = OpGraphBuilder("tiny")
+>>> x = b.input("x", TensorType((1, 8), "float32"))
+>>> y = b.op("nn.relu", [b.op("nn.dense", [x])])
+>>> graph = b.build(outputs=[y])
+>>> verdicts = [Verdict(True, "in the op table"), Verdict(False, "relu: not in the op table")]
+>>> plan = PartitionPlan.from_assignment(graph, "neuron", "greedy", [0], verdicts)
+>>> "cluster_accel0" in draw(plan).source
+True
+"""
+
+from __future__ import annotations
+
+import colorsys
+import hashlib
+import os
+import subprocess
+import tempfile
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import graphviz
+
+from .cost_models.base import CostBreakdown, CutCost
+from .errors import PartitionLabError
+from .graph import OpGraph, OpNode, Tensor
+from .plan import CPU, PartitionPlan, Region
+
+COLLAPSE_ABOVE = 150
+"""Graphs with more ops than this are drawn collapsed unless the caller says otherwise."""
+
+FORMATS = {".svg": "svg", ".png": "png", ".pdf": "pdf", ".dot": "dot", ".gv": "dot"}
+"""Output suffix -> graphviz format (``dot`` means the DOT source itself)."""
+
+FONT = "Helvetica,Arial,sans-serif"
+CPU_FILL, CPU_LINE = "#f2f2f2", "#7f7f7f"
+CUT_COLOUR = "#d62728"
+HOST_FILL = "#ffffff"
+# (line, fill) per built-in target family: NVIDIA green for Tensor Cores, AWS orange for Neuron.
+TARGET_COLOURS = {
+    "tensorcore": ("#5f9400", "#e6f4cc"),
+    "neuron": ("#d97f00", "#ffecd1"),
+}
+REASON_CHARS = 84
+"""Visible length of a CPU op's reason; the full text is in the tooltip."""
+REASON_WIDTH = 42
+"""Characters per line of a visible reason (it wraps onto two lines)."""
+
+
+# ---------------------------------------------------------------------------------- public API
+def draw(
+    plan: PartitionPlan,
+    cost: CostBreakdown | None = None,
+    *,
+    collapse: bool | None = None,
+    title: str | None = None,
+) -> graphviz.Digraph:
+    """Build the graphviz drawing of a plan.
+
+    Parameters
+    ----------
+    plan:
+        The partition to draw.
+    cost:
+        Its predicted cost (``cost_models.base.evaluate(plan, model)``). Without it, cut edges
+        show shape and bytes but no time, and the summary no predicted total.
+    collapse:
+        True draws one summary node per region, False one node per op; None (default) collapses
+        graphs of more than :data:`COLLAPSE_ABOVE` ops.
+    title:
+        First line of the summary; defaults to "<graph> on <target>, strategy <strategy>".
+
+    Returns
+    -------
+    graphviz.Digraph
+        Its ``.source`` is the DOT text; :func:`write` renders it to a file.
+    """
+    if collapse is None:
+        collapse = len(plan.graph) > COLLAPSE_ABOVE
+    view = _PlanView(plan, cost)
+    dot = graphviz.Digraph(name=_dot_id(plan.graph.name or "plan"))
+    dot.attr("graph", rankdir="TB", fontname=FONT, fontsize="12", labelloc="t",
+             labeljust="l", label=_text(_summary_lines(view, title), left=True), nodesep="0.25",
+             ranksep="0.35", newrank="true", tooltip=" ")
+    dot.attr("node", fontname=FONT, fontsize="10", shape="box", style="rounded,filled",
+             margin="0.08,0.04", height="0.3")
+    dot.attr("edge", fontname=FONT, fontsize="9", color="#555555", arrowsize="0.6")
+    _add_legend(dot, view)
+    if collapse:
+        _draw_collapsed(dot, view)
+    else:
+        _draw_expanded(dot, view)
+    return dot
+
+
+def write(
+    plan: PartitionPlan,
+    path: str | os.PathLike[str],
+    cost: CostBreakdown | None = None,
+    *,
+    collapse: bool | None = None,
+    title: str | None = None,
+) -> Path:
+    """Draw ``plan`` and write it to ``path``; the format comes from the suffix.
+
+    ``.svg``, ``.png`` and ``.pdf`` are rendered by graphviz's ``dot``; ``.dot`` (or ``.gv``)
+    writes the DOT source. The file is written to a temporary name in the same directory and
+    renamed into place, so a failure leaves no partial file.
+
+    Raises
+    ------
+    PartitionLabError
+        Unknown suffix, missing directory, ``dot`` not installed or failing.
+    """
+    path = Path(path)
+    fmt = FORMATS.get(path.suffix.lower())
+    if fmt is None:
+        known = ", ".join(sorted(FORMATS))
+        raise PartitionLabError(f"cannot write {path}: unknown suffix {path.suffix!r} "
+                                f"(use one of {known})")
+    if not path.parent.is_dir():
+        raise PartitionLabError(f"cannot write {path}: directory {path.parent} does not exist")
+    source = draw(plan, cost, collapse=collapse, title=title).source
+    data = source.encode("utf-8") if fmt == "dot" else render_source(source, fmt)
+    write_atomic(path, data)
+    return path
+
+
+def render_source(source: str, fmt: str) -> bytes:
+    """Run graphviz ``dot -T<fmt>`` on DOT text; errors become one-line PartitionLabErrors."""
+    try:
+        proc = subprocess.run(["dot", f"-T{fmt}"], input=source.encode("utf-8"),
+                              capture_output=True, check=False)
+    except FileNotFoundError as exc:
+        raise PartitionLabError(
+            "graphviz's 'dot' program was not found; install graphviz "
+            "(apt-get install graphviz) or write a .dot file instead") from exc
+    if proc.returncode != 0:
+        detail = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+        first = detail[0] if detail else f"exit status {proc.returncode}"
+        raise PartitionLabError(f"graphviz dot failed to render {fmt}: {first}")
+    return proc.stdout
+
+
+def write_atomic(path: str | os.PathLike[str], data: bytes) -> Path:
+    """Write ``data`` to ``path`` through a temporary file in the same directory and a rename."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def target_colours(target: str) -> tuple[str, str]:
+    """(line, fill) colours of a target: fixed for built-ins, a stable hash for user targets."""
+    family = target.split("@", 1)[0]
+    if family in TARGET_COLOURS:
+        return TARGET_COLOURS[family]
+    # A hash of the name, not Python's hash(), so the colour is the same in every run.
+    hue = int.from_bytes(hashlib.sha256(family.encode()).digest()[:2], "big") / 65536
+    return _hsv(hue, 0.75, 0.70), _hsv(hue, 0.16, 1.0)
+
+
+def format_time(seconds: float) -> str:
+    """A duration for a label: ``12.3 ms``, ``45.6 us``, ``1.23 s``."""
+    if seconds >= 1.0:
+        return f"{seconds:.2f} s"
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:.3g} ms"
+    if seconds >= 1e-6:
+        return f"{seconds * 1e6:.3g} us"
+    return f"{seconds * 1e9:.3g} ns"
+
+
+def format_bytes(nbytes: float) -> str:
+    """A size for a label in decimal units: ``512 B``, ``3.2 kB``, ``25.7 MB``."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.3g} {unit}"
+    return f"{nbytes:.0f} B"
+
+
+# ---------------------------------------------------------------------------------- plan view
+@dataclass(frozen=True)
+class _Cut:
+    """One tensor copied to one device, with the consumer whose edge carries the label."""
+
+    tensor: Tensor
+    src: str
+    dst: str
+    nbytes: float
+    time: float | None
+    label_on: str  # DOT id of the node whose incoming edge is labelled
+
+
+class _PlanView:
+    """Derived facts about a plan that the drawing needs, computed once, in a fixed order."""
+
+    def __init__(self, plan: PartitionPlan, cost: CostBreakdown | None) -> None:
+        self.plan = plan
+        self.graph: OpGraph = plan.graph
+        self.cost = cost
+        self.line, self.fill = target_colours(plan.target)
+        self.input_ids = {name: f"in{i}" for i, name in enumerate(sorted(self.graph.graph_inputs))}
+        self.cuts = self._cuts()
+
+    def source_of(self, tensor: Tensor) -> str:
+        """DOT id of the node a tensor comes from (an op or a graph input)."""
+        if tensor.producer is None:
+            return self.input_ids[tensor.input_name or ""]
+        return _node_id(tensor.producer)
+
+    def region_time(self, region: Region) -> float | None:
+        if self.cost is None:
+            return None
+        return self.cost.regions[region.id].total
+
+    def _cuts(self) -> dict[tuple[str, str], _Cut]:
+        """Crossing tensors keyed by (tensor key, destination device)."""
+        costed: Mapping[tuple[str, str], CutCost] = (
+            {(c.tensor, c.dst): c for c in self.cost.cuts} if self.cost else {})
+        cuts = {}
+        for tensor, src, dst in self.plan.crossing_tensors():
+            at_dst = sorted(c for c in tensor.consumers if self.plan.device_of(c) == dst)
+            label_on = _node_id(at_dst[0]) if at_dst else "out"
+            known = costed.get((tensor.key, dst))
+            cuts[(tensor.key, dst)] = _Cut(tensor, src, dst, tensor.nbytes,
+                                           known.time if known else None, label_on)
+        return cuts
+
+
+# ---------------------------------------------------------------------------------- expanded
+def _draw_expanded(dot: graphviz.Digraph, view: _PlanView) -> None:
+    """One node per op; accelerator regions as clusters; every edge drawn."""
+    _add_inputs(dot, view)
+    plan, graph = view.plan, view.graph
+    for region in plan.regions:
+        if region.is_accelerator:
+            _add_region_cluster(dot, view, region)
+        else:
+            for node in region.nodes:
+                _add_cpu_node(dot, view, graph[node])
+    dot.node("out", _text(["output"]), shape="oval", style="filled", fillcolor=HOST_FILL,
+             color=CPU_LINE)
+    for tensor in graph.tensors:
+        for consumer in sorted(tensor.consumers):
+            _add_tensor_edge(dot, view, tensor, _node_id(consumer),
+                             plan.device_of(consumer))
+        if tensor.is_output:
+            _add_tensor_edge(dot, view, tensor, "out", CPU)
+
+
+def _add_region_cluster(dot: graphviz.Digraph, view: _PlanView, region: Region) -> None:
+    time = view.region_time(region)
+    head = f"{region.label}: {region.device}, {len(region.nodes)} ops"
+    if time is not None:
+        head += f", {format_time(time)}"
+    with dot.subgraph(name=f"cluster_{region.label}") as cluster:
+        cluster.attr(label=_text([head]), style="rounded,filled", color=view.line,
+                     fillcolor=view.fill, penwidth="1.6", fontsize="11", labeljust="l",
+                     tooltip=_text([head, _histogram(view.graph[n].op for n in region.nodes)]))
+        for node in region.nodes:
+            op = view.graph[node]
+            reason = view.plan.decisions[node].reason
+            cluster.node(_node_id(node), _text(_op_lines(op)), fillcolor="white",
+                         color=view.line, tooltip=_text(_op_tooltip(op, reason)))
+
+
+def _add_cpu_node(dot: graphviz.Digraph, view: _PlanView, op: OpNode) -> None:
+    reason = view.plan.decisions[op.id].reason
+    lines = [*_op_lines(op), *_wrap(_short_reason(reason, op.op), REASON_WIDTH)]
+    dot.node(_node_id(op.id), _text(lines), style="rounded,filled,dashed", fillcolor=CPU_FILL,
+             color=CPU_LINE, fontcolor="#333333", tooltip=_text(_op_tooltip(op, reason)))
+
+
+def _add_inputs(dot: graphviz.Digraph, view: _PlanView) -> None:
+    for name, node_id in view.input_ids.items():
+        spec = view.graph.graph_inputs[name].spec
+        dot.node(node_id, _text([f"input {name}", str(spec)]), shape="oval", style="filled",
+                 fillcolor=HOST_FILL, color=CPU_LINE)
+
+
+def _add_tensor_edge(dot: graphviz.Digraph, view: _PlanView, tensor: Tensor, head: str,
+                     head_device: str) -> None:
+    tail = view.source_of(tensor)
+    src_device = CPU if tensor.producer is None else view.plan.device_of(tensor.producer)
+    cut = view.cuts.get((tensor.key, head_device)) if head_device != src_device else None
+    if cut is None:
+        dot.edge(tail, head, tooltip=_text([f"{tensor.key}: {tensor.spec}"]))
+        return
+    attrs = {"color": CUT_COLOUR, "penwidth": "1.8", "fontcolor": CUT_COLOUR,
+             "tooltip": _text(_cut_tooltip(cut))}
+    if cut.label_on == head:  # one label per tensor per destination: the copy is paid once
+        attrs["label"] = _text(_cut_label(cut))
+    dot.edge(tail, head, **attrs)
+
+
+# ---------------------------------------------------------------------------------- collapsed
+def _draw_collapsed(dot: graphviz.Digraph, view: _PlanView) -> None:
+    """One summary node per region (and per CPU island); edges aggregated between regions."""
+    _add_inputs(dot, view)
+    for region in view.plan.regions:
+        if region.is_accelerator:
+            _add_region_summary(dot, view, region)
+        else:
+            _add_island_summary(dot, view, region)
+    dot.node("out", _text(["output"]), shape="oval", style="filled", fillcolor=HOST_FILL,
+             color=CPU_LINE)
+    for (tail, head), flow in sorted(_region_flows(view).items()):
+        _add_flow_edge(dot, tail, head, flow)
+
+
+def _add_region_summary(dot: graphviz.Digraph, view: _PlanView, region: Region) -> None:
+    ops = [view.graph[n].op for n in region.nodes]
+    head = f"{region.label}: {region.device}"
+    with dot.subgraph(name=f"cluster_{region.label}") as cluster:
+        cluster.attr(label="", style="rounded,filled", color=view.line, fillcolor=view.fill,
+                     penwidth="1.6", margin="6", tooltip=_text([head]))
+        cluster.node(_region_id(region), _text([head, _size_line(view, region),
+                                                *_histogram_lines(ops)]),
+                     fillcolor="white", color=view.line, fontsize="11",
+                     tooltip=_text([head, _histogram(ops, top=None)]))
+
+
+def _add_island_summary(dot: graphviz.Digraph, view: _PlanView, region: Region) -> None:
+    ops = [view.graph[n].op for n in region.nodes]
+    reasons: dict[str, int] = {}
+    full: dict[str, int] = {}
+    for node in region.nodes:
+        text = view.plan.decisions[node].reason
+        short = _short_reason(text, view.graph[node].op)
+        reasons[short] = reasons.get(short, 0) + 1
+        full[text] = full.get(text, 0) + 1
+    shown = sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))
+    reason_lines = [f"{count}x {text}" for text, count in shown[:3]]
+    if len(shown) > 3:
+        reason_lines.append(f"... {len(shown) - 3} more reasons")
+    tooltip = [f"{region.label}: CPU island", _histogram(ops, top=None),
+               *(f"{count}x {text}" for text, count in sorted(full.items()))]
+    dot.node(_region_id(region),
+             _text([f"{region.label}: CPU", _size_line(view, region), *_histogram_lines(ops),
+                    *reason_lines]),
+             style="rounded,filled,dashed", fillcolor=CPU_FILL, color=CPU_LINE,
+             fontcolor="#333333", tooltip=_text(tooltip))
+
+
+@dataclass
+class _Flow:
+    """Tensors flowing from one region (or input) to another, aggregated for one edge."""
+
+    tensors: int = 0
+    nbytes: float = 0.0
+    cut_time: float | None = None
+    crosses: bool = False
+    costed: bool = False
+
+
+def _region_flows(view: _PlanView) -> dict[tuple[str, str], _Flow]:
+    """Aggregate tensors by (source region, destination region); a cut's time goes to the
+    edge whose destination holds the consumer that carries the cut's label."""
+    plan = view.plan
+    flows: dict[tuple[str, str], _Flow] = {}
+    for tensor in view.graph.tensors:
+        if tensor.producer is None:
+            tail, src_device = view.source_of(tensor), CPU
+        else:
+            tail, src_device = _region_id(plan.region_of(tensor.producer)), plan.device_of(
+                tensor.producer)
+        heads = {(_region_id(plan.region_of(c)), plan.device_of(c), _node_id(c))
+                 for c in tensor.consumers}
+        if tensor.is_output:
+            heads.add(("out", CPU, "out"))
+        seen: set[str] = set()
+        for head, device, member in sorted(heads):
+            if head == tail:
+                continue
+            flow = flows.setdefault((tail, head), _Flow())
+            if head not in seen:
+                flow.tensors += 1
+                flow.nbytes += tensor.nbytes
+                seen.add(head)
+            cut = view.cuts.get((tensor.key, device)) if device != src_device else None
+            if cut is not None:
+                flow.crosses = True
+                flow.costed = cut.time is not None
+                if cut.label_on == member and cut.time is not None:
+                    flow.cut_time = (flow.cut_time or 0.0) + cut.time
+    return flows
+
+
+def _add_flow_edge(dot: graphviz.Digraph, tail: str, head: str, flow: _Flow) -> None:
+    noun = "tensor" if flow.tensors == 1 else "tensors"
+    lines = [f"{flow.tensors} {noun}, {format_bytes(flow.nbytes)}"]
+    if flow.cut_time is not None:
+        lines.append(f"copy {format_time(flow.cut_time)}")
+    elif flow.crosses and flow.costed:
+        lines.append("copy counted on a sibling edge")
+    if flow.crosses:
+        dot.edge(tail, head, label=_text(lines), color=CUT_COLOUR, fontcolor=CUT_COLOUR,
+                 penwidth="2", tooltip=_text(lines))
+    else:
+        dot.edge(tail, head, label=_text(lines), tooltip=_text(lines))
+
+
+# ---------------------------------------------------------------------------------- legend
+def _summary_lines(view: _PlanView, title: str | None) -> list[str]:
+    plan, graph, cost = view.plan, view.graph, view.cost
+    accel = plan.accelerator_regions
+    lines = [title or f"{graph.name or 'graph'} on {plan.target}, strategy {plan.strategy}"]
+    lines.append(f"{len(accel)} accelerator region(s), {len(plan.cpu_regions)} CPU island(s), "
+                 f"{len(plan.accelerator_nodes)}/{len(graph)} ops on {plan.target}")
+    nbytes = sum(cut.nbytes for cut in view.cuts.values())
+    lines.append(f"{len(view.cuts)} tensor copies between devices, {format_bytes(nbytes)}")
+    if cost is not None:
+        lines.append(
+            f"predicted {format_time(cost.total)} = CPU {format_time(cost.compute_cpu)}"
+            f" + accelerator {format_time(cost.compute_accel)}"
+            f" + copies {format_time(cost.transfer)} + invocations {format_time(cost.overhead)}"
+            f" ({cost.model})")
+    lines.extend(f"note: {note}" for note in plan.notes)
+    return lines
+
+
+def _add_legend(dot: graphviz.Digraph, view: _PlanView) -> None:
+    """A small HTML table: what the colours, dashes and red edges mean."""
+    target = _html(view.plan.target)
+    copy = "shape, size, predicted copy time" if view.cost else "shape, size"
+    rows = [
+        (f'<TD BGCOLOR="{view.fill}" COLOR="{view.line}"> </TD>',
+         f"{target} region (cluster)"),
+        (f'<TD BGCOLOR="{CPU_FILL}" COLOR="{CPU_LINE}"> </TD>',
+         "on the CPU, with the reason (full text in tooltip)"),
+        (f'<TD><FONT COLOR="{CUT_COLOUR}" POINT-SIZE="14"><B>&#8594;</B></FONT></TD>',
+         f"copy between devices: {copy}"),
+    ]
+    body = "".join(f'<TR>{swatch}<TD ALIGN="LEFT">{text}</TD></TR>' for swatch, text in rows)
+    table = ('<<TABLE BORDER="0" CELLBORDER="1" CELLSPACING="2" CELLPADDING="3">'
+             f'<TR><TD COLSPAN="2" ALIGN="LEFT"><B>legend</B></TD></TR>{body}</TABLE>>')
+    with dot.subgraph(name="legend") as legend:
+        legend.attr(rank="source")
+        legend.node("legend", table, shape="plaintext", style="", fontsize="9")
+
+
+# ---------------------------------------------------------------------------------- text
+def _op_lines(op: OpNode) -> list[str]:
+    name = op.source_name or op.name
+    return [op.op] if name == f"{op.op}_{op.id}" else [op.op, _clip(name, 40)]
+
+
+def _op_tooltip(op: OpNode, reason: str) -> list[str]:
+    outputs = ", ".join(str(t) for t in op.outputs)
+    return [f"{op.name} ({op.op})", f"source name: {op.source_name or '-'}",
+            f"outputs: {outputs}", reason]
+
+
+def _cut_label(cut: _Cut) -> list[str]:
+    size = format_bytes(cut.nbytes)
+    if cut.time is not None:
+        size += f", {format_time(cut.time)}"
+    return [str(cut.tensor.spec), size]
+
+
+def _cut_tooltip(cut: _Cut) -> list[str]:
+    line = f"{cut.tensor.key}: {cut.src} -> {cut.dst}, {cut.tensor.spec}, {format_bytes(cut.nbytes)}"
+    if cut.time is not None:
+        line += f", predicted copy {format_time(cut.time)}"
+    return [line]
+
+
+def _size_line(view: _PlanView, region: Region) -> str:
+    line = f"{len(region.nodes)} op" + ("" if len(region.nodes) == 1 else "s")
+    time = view.region_time(region)
+    return line if time is None else f"{line}, {format_time(time)}"
+
+
+def _short_reason(reason: str, op: str) -> str:
+    """The gist of a reason: without a leading "<op>:" (the node already shows it) and without
+    the parenthesised explanation, clipped to :data:`REASON_CHARS`."""
+    text = reason.strip()
+    if text.startswith(f"{op}:"):
+        text = text[len(op) + 1:].strip()
+    head = text.split(" (", 1)[0].strip() or text
+    return _clip(head, REASON_CHARS)
+
+
+def _histogram(ops: Iterable[str], top: int | None = 4) -> str:
+    counts: dict[str, int] = {}
+    for op in ops:
+        counts[op] = counts.get(op, 0) + 1
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    shown = ranked if top is None else ranked[:top]
+    text = ", ".join(f"{count} {op}" for op, count in shown)
+    return text + (", ..." if len(shown) < len(ranked) else "")
+
+
+def _histogram_lines(ops: list[str], top: int = 4) -> list[str]:
+    """The most frequent ops, one per line, for a summary node."""
+    counts: dict[str, int] = {}
+    for op in ops:
+        counts[op] = counts.get(op, 0) + 1
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    lines = [f"{count} x {op}" for op, count in ranked[:top]]
+    rest = sum(count for _, count in ranked[top:])
+    if rest:
+        lines.append(f"{rest} other ops")
+    return lines
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    """Break ``text`` at spaces into lines of at most ``width`` characters (long words stay)."""
+    lines: list[str] = []
+    for word in text.split():
+        if lines and len(lines[-1]) + 1 + len(word) <= width:
+            lines[-1] += " " + word
+        else:
+            lines.append(word)
+    return lines
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
+
+
+def _text(lines: Iterable[str], *, left: bool = False) -> str:
+    """A DOT label from lines: backslashes escaped (DOT reads them as escapes), lines centred
+    (or left-aligned: ``\\l`` ends each line).
+
+    ``nohtml`` keeps a label that happens to look like ``<...>`` from being read as HTML.
+    """
+    escaped = [line.replace("\\", "\\\\") for line in lines]
+    if left:
+        return graphviz.nohtml("".join(line + "\\l" for line in escaped))
+    return graphviz.nohtml("\\n".join(escaped))
+
+
+def _html(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _node_id(node: int) -> str:
+    return f"n{node}"
+
+
+def _region_id(region: Region) -> str:
+    return f"r{region.id}"
+
+
+def _dot_id(name: str) -> str:
+    return "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in name) or "plan"
+
+
+def _hsv(hue: float, saturation: float, value: float) -> str:
+    r, g, b = colorsys.hsv_to_rgb(hue, saturation, value)
+    return f"#{round(r * 255):02x}{round(g * 255):02x}{round(b * 255):02x}"
