@@ -120,6 +120,19 @@ class PartitionPlan:
         return cls(graph, target, strategy, tuple(regions), decisions, tuple(verdicts),
                    dict(options or {}), list(notes))
 
+    @classmethod
+    def from_dict(cls, graph: OpGraph, data: Mapping[str, Any]) -> PartitionPlan:
+        """The inverse of :meth:`to_dict` for a plan of ``graph`` (node ids must match)."""
+        nodes = data["nodes"]
+        if len(nodes) != len(graph):
+            raise PlanError(f"the plan has {len(nodes)} nodes but the graph has {len(graph)}")
+        regions = tuple(Region(r["id"], r["device"], tuple(r["nodes"])) for r in data["regions"])
+        decisions = tuple(Decision(n["id"], n["device"], n["region"], n["reason"]) for n in nodes)
+        verdicts = tuple(Verdict(n["supported"], n["support_reason"], n.get("support_rule", ""),
+                                 n.get("anchor", False)) for n in nodes)
+        return cls(graph, data["target"], data["strategy"], regions, decisions, verdicts,
+                   dict(data.get("options", {})), list(data.get("notes", [])))
+
     # ------------------------------------------------------------------ queries
     def device_of(self, node: int) -> str:
         return self.decisions[node].device
@@ -227,7 +240,9 @@ class PartitionPlan:
                  "source_name": self.graph[d.node].source_name, "device": d.device,
                  "region": d.region, "reason": d.reason,
                  "supported": self.verdicts[d.node].supported,
-                 "support_reason": self.verdicts[d.node].reason}
+                 "support_reason": self.verdicts[d.node].reason,
+                 "support_rule": self.verdicts[d.node].rule,
+                 "anchor": self.verdicts[d.node].anchor}
                 for d in self.decisions
             ],
         }

@@ -26,9 +26,13 @@ def compiler_name(target: str) -> str:
     return re.sub(r"\W", "_", target)
 
 
-def outline(rg: RelayGraph, plan: PartitionPlan, mod_attrs: dict | None = None) -> tvm.IRModule:
-    """The partitioned module for ``plan`` (which must be a plan of ``rg.graph``)."""
-    return _Outliner(rg, plan).run(mod_attrs)
+def outline(rg: RelayGraph, plan: PartitionPlan, *, outline_cpu: bool = False) -> tvm.IRModule:
+    """The partitioned module for ``plan`` (which must be a plan of ``rg.graph``).
+
+    With ``outline_cpu`` the CPU islands become functions too (``cpu_island_<i>``, no Compiler
+    attribute), so that ``main`` only calls regions; the region executor runs that form.
+    """
+    return _Outliner(rg, plan).run(outline_cpu)
 
 
 class _Outliner:
@@ -39,19 +43,23 @@ class _Outliner:
         self.node_of = {call: i for i, call in enumerate(rg.calls)}
         self.compiler = compiler_name(plan.target)
 
-    def run(self, mod_attrs: dict | None) -> tvm.IRModule:
+    def run(self, outline_cpu: bool) -> tvm.IRModule:
         new_params = [relay.Var(v.name_hint, v.type_annotation) for v in self.rg.function.params]
         inputs = {old.name_hint: new for old, new in zip(self.rg.function.params, new_params, strict=True)}
         env: Env = {}
         functions: dict[tvm.ir.GlobalVar, relay.Function] = {}
         order = nx.lexicographical_topological_sort(self.plan.region_graph())
-        accel_index = 0
+        accel_index = cpu_index = 0
         for region_id in order:
             region = self.plan.regions[region_id]
             if region.is_accelerator:
                 symbol = f"tvmgen_default_{self.compiler}_main_{accel_index}"
                 accel_index += 1
-                self._outline_region(region.nodes, symbol, env, inputs, functions)
+                self._outline_region(region.nodes, symbol, env, inputs, functions, self.compiler)
+            elif outline_cpu:
+                symbol = f"cpu_island_{cpu_index}"
+                cpu_index += 1
+                self._outline_region(region.nodes, symbol, env, inputs, functions, None)
             else:
                 for node in region.nodes:
                     self._rebuild_node(node, env, inputs)
@@ -64,13 +72,11 @@ class _Outliner:
         # Type the region functions first: InferType does not order globals by their calls.
         mod = relay.transform.InferType()(mod)
         mod["main"] = main
-        if mod_attrs:
-            for key, value in mod_attrs.items():
-                mod = mod.with_attr(key, value)
         return relay.transform.InferType()(mod)
 
     # ------------------------------------------------------------------ pieces
-    def _outline_region(self, nodes, symbol, main_env: Env, main_inputs, functions) -> None:
+    def _outline_region(self, nodes, symbol, main_env: Env, main_inputs, functions,
+                        compiler: str | None) -> None:
         members = set(nodes)
         local_env: Env = {}
         local_inputs: dict[str, relay.Var] = {}
@@ -85,14 +91,14 @@ class _Outliner:
                     if (pred, index) in local_env:
                         continue
                     spec = self.graph[pred].outputs[index]
-                    var = relay.Var(f"{self.compiler}_{len(params)}_i{index}",
+                    var = relay.Var(f"{symbol}_in{len(params)}",
                                     relay.TensorType(spec.shape, spec.dtype))
                     local_env[(pred, index)] = var
                     params.append(var)
                     call_args.append(main_env[(pred, index)])
             for tensor in self.graph.graph_inputs.values():
                 if node in tensor.consumers and tensor.input_name not in local_inputs:
-                    var = relay.Var(f"{self.compiler}_{len(params)}_{tensor.input_name}",
+                    var = relay.Var(f"{symbol}_in{len(params)}",
                                     relay.TensorType(tensor.spec.shape, tensor.spec.dtype))
                     local_inputs[tensor.input_name] = var
                     params.append(var)
@@ -107,9 +113,10 @@ class _Outliner:
         results = [local_env[ref] for ref in outputs]
         body = results[0] if len(results) == 1 else relay.Tuple(results)
         func = relay.Function(params, body)
-        func = func.with_attr("Primitive", tvm.tir.IntImm("int32", 1))
-        func = func.with_attr("Inline", tvm.tir.IntImm("int32", 1))
-        func = func.with_attr("Compiler", self.compiler)
+        if compiler is not None:
+            func = func.with_attr("Primitive", tvm.tir.IntImm("int32", 1))
+            func = func.with_attr("Inline", tvm.tir.IntImm("int32", 1))
+            func = func.with_attr("Compiler", compiler)
         func = func.with_attr("global_symbol", symbol)
         gvar = tvm.ir.GlobalVar(symbol)
         call = relay.Call(gvar, call_args)

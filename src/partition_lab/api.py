@@ -1,0 +1,170 @@
+"""``partition(mod, target)``: the one call most users need.
+
+Data flows one way: Relay module -> (prepare for the target) -> OpGraph -> support verdicts
+-> strategy -> PartitionPlan (validated) -> partitioned Relay module, with the cost model's
+explanation alongside.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import tvm
+from tvm import relay
+
+from .cost_models.base import CostBreakdown, CostModel, evaluate
+from .graph import OpGraph
+from .passes.annotate import support_verdicts
+from .passes.outline import outline
+from .passes.prepare import prepare
+from .plan import PartitionPlan, Verdict
+from .relay_graph import RelayGraph, relay_graph
+
+
+@dataclass
+class PartitionResult:
+    """What :func:`partition` returns.
+
+    ``mod`` is the partitioned module (accelerator regions outlined as ``Compiler`` functions);
+    ``prepared_mod`` the module as it was partitioned (params bound, layout/precision converted for
+    the target), which is what ``mod`` must compute the same outputs as.
+    """
+
+    mod: tvm.IRModule
+    plan: PartitionPlan
+    graph: OpGraph
+    target: Any
+    cost: CostBreakdown | None
+    cost_model: CostModel | None
+    prepared_mod: tvm.IRModule
+    relay: RelayGraph = field(repr=False)
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def summary(self) -> str:
+        lines = [self.plan.summary()]
+        if self.cost is not None:
+            c = self.cost
+            lines.append(
+                f"  predicted ({c.model}): total {c.total * 1e3:.3f} ms = CPU {c.compute_cpu * 1e3:.3f}"
+                f" + accelerator {c.compute_accel * 1e3:.3f} + copies {c.transfer * 1e3:.3f}"
+                f" ({len(c.cuts)} tensors, {c.transfer_bytes / 1e6:.2f} MB)"
+                f" + launches {c.overhead * 1e3:.3f}")
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = self.plan.to_dict()
+        data["cost"] = self.cost.to_dict() if self.cost is not None else None
+        return data
+
+    def to_json(self, indent: int | None = 2) -> str:
+        import json
+
+        return json.dumps(self.to_dict(), indent=indent)
+
+    def __str__(self) -> str:
+        return self.summary()
+
+
+@dataclass
+class Analysis:
+    """A model prepared for a target: its OpGraph and the support verdicts (before any strategy)."""
+
+    prepared_mod: tvm.IRModule
+    relay: RelayGraph
+    target: Any
+    verdicts: list[Verdict]
+    cost_model: CostModel | None
+
+    @property
+    def graph(self) -> OpGraph:
+        return self.relay.graph
+
+
+def analyze(
+    mod: tvm.IRModule,
+    target: Any,
+    *,
+    params: Mapping[str, Any] | None = None,
+    excl_node_names: Iterable[str] = (),
+    exclude_ops: Iterable[str] = (),
+    cost_model: CostModel | str | None = None,
+    name: str = "",
+    **target_options: Any,
+) -> Analysis:
+    """Prepare ``mod`` for ``target`` and compute every node's support verdict."""
+    from .cost_models import get_cost_model
+    from .targets import get_target
+
+    spec = get_target(target, **target_options)
+    mod = bind_params(mod, params)
+    mod = prepare(mod, spec.prepare_steps())
+    rg = relay_graph(mod, name=name or _module_name(mod))
+    verdicts = support_verdicts(rg.graph, spec, excl_node_names, exclude_ops)
+    if cost_model is None or isinstance(cost_model, str):
+        cost_model = get_cost_model(spec, accel_profile=cost_model)
+    return Analysis(mod, rg, spec, verdicts, cost_model)
+
+
+def partition(
+    mod: tvm.IRModule,
+    target: Any,
+    *,
+    params: Mapping[str, Any] | None = None,
+    strategy: str = "greedy",
+    excl_node_names: Iterable[str] = (),
+    exclude_ops: Iterable[str] = (),
+    cost_model: CostModel | str | None = None,
+    strategy_options: Mapping[str, Any] | None = None,
+    name: str = "",
+    **target_options: Any,
+) -> PartitionResult:
+    """Split ``mod`` into accelerator regions for ``target`` and CPU islands.
+
+    ``target`` is a built-in name (``"tensorcore"``, ``"neuron"``, ``"neuron@2020"``, ``"cpu"``),
+    a path to a TOML/JSON target file, or a ``TargetSpec``; ``target_options`` go to it (for
+    example ``precision="fp32"`` for tensorcore). ``strategy`` is a name from
+    ``partition_lab.strategies.available_strategies()``, with ``strategy_options``.
+    ``excl_node_names`` keeps nodes with those source names on the CPU (neuron-cc's
+    ``excl_node_names``); ``exclude_ops`` does the same by Relay op name. ``cost_model`` is a
+    CostModel, an accelerator profile name, or None for the target's default.
+
+    The plan is validated before the module is rewritten; the result explains every decision.
+    """
+    from .strategies import get_strategy
+
+    timings: dict[str, float] = {}
+    start = time.perf_counter()
+    analysis = analyze(mod, target, params=params, excl_node_names=excl_node_names,
+                       exclude_ops=exclude_ops, cost_model=cost_model, name=name, **target_options)
+    timings["analyze_s"] = time.perf_counter() - start
+    start = time.perf_counter()
+    chosen = get_strategy(strategy, **dict(strategy_options or {}))
+    plan = chosen.run(analysis.graph, analysis.verdicts, target=analysis.target.name,
+                      cost_model=analysis.cost_model)
+    plan.validate()
+    timings["strategy_s"] = time.perf_counter() - start
+    start = time.perf_counter()
+    partitioned = outline(analysis.relay, plan)
+    timings["outline_s"] = time.perf_counter() - start
+    cost = evaluate(plan, analysis.cost_model) if analysis.cost_model is not None else None
+    return PartitionResult(partitioned, plan, analysis.graph, analysis.target, cost,
+                           analysis.cost_model, analysis.prepared_mod, analysis.relay, timings)
+
+
+def bind_params(mod: tvm.IRModule, params: Mapping[str, Any] | None) -> tvm.IRModule:
+    """``mod`` with ``params`` bound as constants (weights become part of the graph)."""
+    mod = relay.transform.InferType()(mod)
+    if not params:
+        return mod
+    func = relay.build_module.bind_params_by_name(mod["main"], dict(params))
+    return relay.transform.InferType()(tvm.IRModule.from_expr(func))
+
+
+def _module_name(mod: tvm.IRModule) -> str:
+    attrs = mod.attrs
+    if attrs is not None and "partition_lab.name" in attrs.keys():
+        return str(attrs["partition_lab.name"])
+    return ""

@@ -1,0 +1,59 @@
+"""Support verdicts for every node: the target's rules, then the user's exclusions."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from ..errors import ExclusionError
+from ..graph import OpGraph
+from ..plan import Verdict
+
+
+def support_verdicts(
+    graph: OpGraph,
+    target: Any,
+    excl_node_names: Iterable[str] = (),
+    exclude_ops: Iterable[str] = (),
+) -> list[Verdict]:
+    """The target's verdict per node, with excluded nodes turned into rejections that say why.
+
+    ``excl_node_names`` match a node's source name (ONNX/MXNet node name, as neuron-cc's
+    ``excl_node_names``) or its unique name; ``exclude_ops`` match Relay op names. An exclusion
+    matching nothing raises ExclusionError listing what exists.
+    """
+    verdicts = list(target.check_graph(graph))
+    names = list(dict.fromkeys(excl_node_names))
+    ops = list(dict.fromkeys(exclude_ops))
+    _check_exclusions(graph, names, ops)
+    name_set, op_set = set(names), set(ops)
+    for node in graph:
+        hit = name_set & {node.source_name, node.name}
+        if hit:
+            verdicts[node.id] = Verdict(
+                False, f"excluded by name {sorted(hit)[0]!r} (excl_node_names)", "excluded-by-name")
+        elif node.op in op_set:
+            verdicts[node.id] = Verdict(
+                False, f"excluded by op type {node.op!r} (exclude_ops)", "excluded-by-op")
+    return verdicts
+
+
+def _check_exclusions(graph: OpGraph, names: Sequence[str], ops: Sequence[str]) -> None:
+    known_names = {n.source_name for n in graph if n.source_name} | {n.name for n in graph}
+    missing = [name for name in names if name not in known_names]
+    if missing:
+        hints = []
+        for name in missing:
+            close = difflib.get_close_matches(name, sorted(known_names), n=3)
+            hints.append(f"{name!r}" + (f" (did you mean {', '.join(close)}?)" if close else ""))
+        sample = ", ".join(sorted(known_names)[:8])
+        raise ExclusionError(
+            f"excl_node_names: no node named {'; '.join(hints)} in {graph.name or 'the model'}; "
+            f"it has {len(known_names)} names, e.g. {sample}")
+    present_ops = graph.op_counts()
+    missing_ops = [op for op in ops if op not in present_ops]
+    if missing_ops:
+        raise ExclusionError(
+            f"exclude_ops: {', '.join(map(repr, missing_ops))} not in {graph.name or 'the model'}; "
+            f"its ops are {', '.join(present_ops)}")

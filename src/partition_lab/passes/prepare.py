@@ -1,0 +1,55 @@
+"""Relay preparation steps a target asks for before its support is checked.
+
+Targets name the steps (``TargetSpec.prepare_steps()``); this module runs them. Each step keeps
+the source-name spans, so exclusions by node name still work after it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import tvm
+from tvm import relay
+
+from ..errors import TargetSpecError
+
+
+def _convert_layout(layout: str) -> tvm.transform.Pass:
+    # "default" picks the kernel layout matching the data layout (HWIO for NHWC).
+    return relay.transform.ConvertLayout({"nn.conv2d": [layout, "default"]})
+
+
+def _mixed_precision(dtype: str) -> tvm.transform.Pass:
+    return relay.transform.ToMixedPrecision(dtype)
+
+
+STEPS: dict[str, Callable[[str], tvm.transform.Pass]] = {
+    "convert_layout": _convert_layout,
+    "mixed_precision": _mixed_precision,
+}
+
+
+def prepare_passes(steps: Sequence[str]) -> list[tvm.transform.Pass]:
+    """The TVM passes for step names like ``"convert_layout:NHWC"``, each followed by type inference."""
+    passes: list[tvm.transform.Pass] = []
+    for step in steps:
+        kind, _, arg = step.partition(":")
+        if kind not in STEPS:
+            raise TargetSpecError(
+                f"unknown preparation step {step!r}; known steps: "
+                + ", ".join(f"{k}:<arg>" for k in STEPS))
+        passes += [STEPS[kind](arg), relay.transform.InferType()]
+    if passes:
+        # Weight casts and layout transforms on constants fold away instead of becoming ops.
+        passes += [relay.transform.FoldConstant(), relay.transform.InferType()]
+    return passes
+
+
+def prepare(mod: tvm.IRModule, steps: Sequence[str]) -> tvm.IRModule:
+    """Run the named preparation steps on ``mod`` (opt_level 3, as relay.build would)."""
+    mod = relay.transform.InferType()(mod)
+    passes = prepare_passes(steps)
+    if not passes:
+        return mod
+    with tvm.transform.PassContext(opt_level=3):
+        return tvm.transform.Sequential(passes)(mod)
