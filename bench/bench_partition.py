@@ -1,0 +1,97 @@
+"""Time the whole partition (annotate, merge, outline) against TVM's own three-pass chain.
+
+For every zoo model (full size, MXNet frontend) and target, in the same process:
+
+* ours: Relay -> OpGraph, support verdicts, ``greedy`` regions, plan validation, outlining into
+  ``Compiler`` functions (``partition_lab.partition`` minus model loading and preparation);
+* TVM: ``AnnotateTarget -> MergeCompilerRegions -> PartitionGraph`` with the same per-node
+  support predicate.
+
+Both are timed as the best of ``--repeat`` runs; the table also says whether both found the same
+regions. Usage::
+
+    .venv/bin/python bench/bench_partition.py [--models a,b] [--targets neuron] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("TOPHUB_LOCATION", "NONE")
+
+from partition_lab import zoo  # noqa: E402
+from partition_lab.api import analyze  # noqa: E402
+from partition_lab.passes.outline import outline  # noqa: E402
+from partition_lab.passes.tvm_reference import tvm_chain_regions  # noqa: E402
+from partition_lab.strategies import get_strategy  # noqa: E402
+
+RESULTS = Path(__file__).parent / "results"
+
+
+def ours(analysis) -> tuple[float, list[frozenset[int]]]:
+    """Seconds for verdict-to-module work on an analysed model, and the accelerator regions."""
+    from partition_lab.passes.annotate import support_verdicts
+    from partition_lab.relay_graph import relay_graph
+
+    start = time.perf_counter()
+    rg = relay_graph(analysis.prepared_mod)
+    verdicts = support_verdicts(rg.graph, analysis.target)
+    plan = get_strategy("greedy").run(rg.graph, verdicts, target=analysis.target.name)
+    plan.validate()
+    outline(rg, plan)
+    seconds = time.perf_counter() - start
+    return seconds, sorted((frozenset(r.nodes) for r in plan.accelerator_regions), key=min)
+
+
+def bench_model(name: str, target: str, repeat: int) -> dict:
+    mod, params = zoo.load(name, frontend="mxnet")
+    analysis = analyze(mod, target, params=params, name=name)
+    graph = analysis.graph
+    supported = [v.supported for v in analysis.verdicts]
+    our_times, ref_times = [], []
+    for _ in range(repeat):
+        seconds, our_regions = ours(analysis)
+        our_times.append(seconds)
+        ref = tvm_chain_regions(analysis.relay, supported)
+        ref_times.append(ref.seconds)
+    # greedy drops anchorless regions on anchored targets; TVM's chain has no such notion.
+    same = our_regions == ref.regions if not any(v.anchor for v in analysis.verdicts) else None
+    return {
+        "model": name, "target": target, "ops": len(graph),
+        "ours_s": min(our_times), "tvm_chain_s": min(ref_times),
+        "speedup": min(ref_times) / min(our_times),
+        "regions_ours": len(our_regions), "regions_tvm": len(ref.regions), "same_regions": same,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default=",".join(zoo.names()))
+    parser.add_argument("--targets", default="neuron@2020")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--out", default=str(RESULTS / "partition_vs_tvm.json"))
+    args = parser.parse_args(argv)
+    rows = []
+    print(f"{'model':28} {'target':12} {'ops':>5} {'ours s':>8} {'TVM s':>8} {'speedup':>8} "
+          f"{'regions':>9} same")
+    for target in args.targets.split(","):
+        for name in args.models.split(","):
+            row = bench_model(name, target, args.repeat)
+            rows.append(row)
+            print(f"{row['model']:28} {row['target']:12} {row['ops']:5d} {row['ours_s']:8.3f} "
+                  f"{row['tvm_chain_s']:8.3f} {row['speedup']:7.1f}x "
+                  f"{row['regions_ours']:4d}/{row['regions_tvm']:<4d} {row['same_regions']}",
+                  flush=True)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"command": " ".join(sys.argv), "rows": rows}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,117 @@
+"""Measure per-op CPU times on this machine with TVM, for the measured CPU cost model.
+
+Each distinct op signature (op, argument shapes and dtypes, attributes) is built alone as a
+one-call Relay function with TVM's ``llvm`` backend (the same code generator the CPU islands use)
+and timed with the graph executor's ``time_evaluator`` (median of repeats). Results are cached
+on disk keyed by signature and by this machine's CPU model, so a model is measured once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+import numpy as np
+import tvm
+from tvm import relay
+from tvm.contrib import graph_executor
+
+from .relay_graph import RelayGraph
+
+ProgressFn = Callable[[int, int, str], None]
+
+
+def cache_path() -> Path:
+    """Where measurements are cached: ``$PARTITION_LAB_CACHE/measurements/<cpu>.json``."""
+    root = Path(os.environ.get("PARTITION_LAB_CACHE", Path.home() / ".cache" / "partition_lab"))
+    cpu = _cpu_name().replace(" ", "_").replace("/", "_")[:60] or "cpu"
+    return root / "measurements" / f"{cpu}.json"
+
+
+def measure_cpu_ops(
+    rg: RelayGraph,
+    nodes: Iterable[int] | None = None,
+    *,
+    cache: Path | None = None,
+    number: int = 5,
+    repeat: int = 3,
+    progress: ProgressFn | None = None,
+) -> dict[str, float]:
+    """Seconds per op signature for ``nodes`` of ``rg`` (all nodes by default), measured here.
+
+    Signatures already in the cache are not measured again; new ones are added to it.
+    """
+    from .cost_models import op_signature
+
+    cache = cache or cache_path()
+    table = _load(cache)
+    wanted: dict[str, int] = {}
+    for node in (range(len(rg.graph)) if nodes is None else nodes):
+        wanted.setdefault(op_signature(rg.graph[node]), node)
+    todo = [(sig, node) for sig, node in wanted.items() if sig not in table]
+    for done, (sig, node) in enumerate(todo):
+        if progress:
+            progress(done, len(todo), rg.graph[node].op)
+        table[sig] = time_single_op(rg.calls[node], number=number, repeat=repeat)
+    if todo:
+        _save(cache, table)
+    return {sig: table[sig] for sig in wanted}
+
+
+def time_single_op(call: relay.Call, *, number: int = 5, repeat: int = 3) -> float:
+    """Median seconds of one Relay call built alone for llvm, on random inputs."""
+    params: list[relay.Var] = []
+
+    def fresh(expr: relay.Expr) -> relay.Expr:
+        if isinstance(expr, relay.Tuple):
+            return relay.Tuple([fresh(f) for f in expr.fields])
+        var = relay.Var(f"a{len(params)}", expr.checked_type)
+        params.append(var)
+        return var
+
+    body = relay.Call(call.op, [fresh(a) for a in call.args], call.attrs, call.type_args)
+    mod = relay.transform.InferType()(tvm.IRModule.from_expr(relay.Function(params, body)))
+    with tvm.transform.PassContext(opt_level=3):
+        lib = relay.build(mod, target="llvm")
+    dev = tvm.cpu()
+    module = graph_executor.GraphModule(lib["default"](dev))
+    rng = np.random.default_rng(0)
+    for var in params:
+        ty = var.type_annotation
+        shape = [int(d) for d in ty.shape]
+        if "float" in ty.dtype:
+            value = rng.standard_normal(shape).astype(ty.dtype)
+        else:
+            value = np.zeros(shape, dtype=ty.dtype)
+        module.set_input(var.name_hint, value)
+    timer = module.module.time_evaluator("run", dev, number=number, repeat=repeat, min_repeat_ms=5)
+    return float(np.median(timer().results))
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _load(path: Path) -> dict[str, float]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return {str(k): float(v) for k, v in data.get("seconds", {}).items()}
+
+
+def _save(path: Path, table: dict[str, float]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    payload = {"cpu": _cpu_name(), "tvm": tvm.__version__, "seconds": dict(sorted(table.items()))}
+    tmp.write_text(json.dumps(payload, indent=1))
+    os.replace(tmp, path)
