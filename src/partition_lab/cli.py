@@ -1,0 +1,444 @@
+"""The ``partition-lab`` command line: viz, partition, compare, targets, zoo.
+
+Every command exits 0 on success and 2 on any error, which it reports as one line
+``partition-lab: error: <message>`` on stderr (``--debug`` adds the traceback). Files are written
+atomically: a failed command leaves no partial output. Progress goes to stderr, only when stderr
+is a terminal or with ``--progress``.
+
+>>> main(["targets", "--help"])  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NoReturn
+
+from .errors import InputShapeError, PartitionLabError
+from .progress import Progress
+
+PROG = "partition-lab"
+DEFAULT_MODEL = "zoo:simple_pose_resnet152_v1b"
+"""What ``partition-lab viz`` draws without a model: the report's SimplePose, whose
+Deconvolutions split it on neuron@2020 and whose BatchNorm+ReLU regions the cost strategy
+moves back to the CPU."""
+DEFAULT_MODEL_TARGET = "neuron@2020"
+DEFAULT_MODEL_STRATEGY = "cost"
+DEFAULT_TARGET = "neuron"
+DEFAULT_STRATEGY = "greedy"
+
+MODEL_HELP = ("an .onnx file, an MXNet -symbol.json (its .params beside it), or zoo:NAME "
+              "(zoo:NAME:small for the small variant; see 'partition-lab zoo')")
+
+COMPARE_JSON_DOC = """\
+--json prints one object (schema "partition_lab.compare/1"): the model, target and cost model,
+and "rows", one per strategy in the order run, each with: strategy, options, regions
+(accelerator regions), cpu_islands, accel_ops, total_ops, cut_tensors, cut_bytes, and the
+predicted seconds compute_cpu_s, compute_accel_s, transfer_s, overhead_s, total_s, plus notes.
+Keys are stable; new keys may be added, existing ones are not renamed.
+"""
+
+
+class UsageError(PartitionLabError):
+    """A command-line usage error (argparse's), reported like every other error."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with errors raised, so that main() reports them as one line and exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (see '{self.prog} --help')")
+
+
+# ---------------------------------------------------------------------------------- entry point
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line with ``argv`` (default ``sys.argv[1:]``); return the exit status."""
+    os.environ.setdefault("TOPHUB_LOCATION", "NONE")  # TVM would otherwise retry a download
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv
+    try:
+        args = build_parser().parse_args(argv)
+        return args.handler(args)
+    except SystemExit as exc:  # --help and --version exit through argparse
+        return exc.code if isinstance(exc.code, int) else 0
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # every error becomes one line; the traceback only with --debug
+        if debug:
+            traceback.print_exc()
+        print(f"{PROG}: error: {one_line(exc)}", file=sys.stderr)
+        return 2
+
+
+def one_line(exc: BaseException) -> str:
+    """The message of an exception as a single line.
+
+    Our own errors are already written for users. Anything else (a TVM or MXNet failure) is
+    prefixed with its type and pointed at ``--debug``; a message that embeds a traceback is
+    reduced to its last line, where TVM puts the actual error.
+    """
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    if lines and lines[0].startswith("Traceback"):
+        lines = lines[-1:]
+    text = " ".join(lines[:3]) if isinstance(exc, PartitionLabError) else (lines or [""])[0]
+    if isinstance(exc, PartitionLabError):
+        return text
+    return f"{type(exc).__name__}: {text} (rerun with --debug for the traceback)"
+
+
+# ---------------------------------------------------------------------------------- parser
+def build_parser() -> argparse.ArgumentParser:
+    """The argparse parser of every command (exposed for documentation and tests)."""
+    from . import __version__
+
+    parser = _Parser(prog=PROG, formatter_class=argparse.RawDescriptionHelpFormatter,
+                     description="Split a network into accelerator subgraphs and CPU islands, "
+                                 "explain every decision, and draw it.",
+                     epilog=_examples("partition-lab viz", "partition-lab viz zoo:resnet50_v1 "
+                                      "--target tensorcore -o resnet.svg",
+                                      "partition-lab compare zoo:fcn_resnet101_ade:small"))
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    _add_common(parser, None)
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for add in (_add_viz, _add_partition, _add_compare, _add_targets, _add_zoo):
+        add(commands)
+    return parser
+
+
+def _add_common(parser: argparse.ArgumentParser, default: Any) -> None:
+    """--progress and --debug, accepted before or after the command name.
+
+    On subcommands their default is SUPPRESS, so an option given before the command is not
+    reset by the subcommand's default.
+    """
+    kwargs: dict[str, Any] = {} if default is None else {"default": default}
+    parser.add_argument("--progress", action="store_true", help="show progress on stderr even "
+                        "when it is not a terminal", **kwargs)
+    parser.add_argument("--debug", action="store_true", help="print the traceback of an error",
+                        **kwargs)
+
+
+def _subparser(commands: Any, name: str, summary: str, examples: list[str],
+               handler: Callable[[argparse.Namespace], int], extra: str = "") -> argparse.ArgumentParser:
+    sub = commands.add_parser(name, help=summary, description=summary,
+                              formatter_class=argparse.RawDescriptionHelpFormatter,
+                              epilog=extra + _examples(*examples))
+    _add_common(sub, argparse.SUPPRESS)
+    sub.set_defaults(handler=handler)
+    return sub
+
+
+def _examples(*lines: str) -> str:
+    return "examples:\n" + "".join(f"  {line}\n" for line in lines)
+
+
+def _add_model_options(sub: argparse.ArgumentParser, *, optional_model: bool = False,
+                       strategy: bool = True) -> None:
+    if optional_model:
+        sub.add_argument("model", nargs="?", metavar="MODEL",
+                         help=f"{MODEL_HELP}; default {DEFAULT_MODEL} on {DEFAULT_MODEL_TARGET} "
+                              f"with the {DEFAULT_MODEL_STRATEGY} strategy")
+    else:
+        sub.add_argument("model", metavar="MODEL", help=MODEL_HELP)
+    sub.add_argument("--target", "-t", metavar="T",
+                     help=f"a target name (see 'partition-lab targets') or a target file; "
+                          f"default {DEFAULT_TARGET}")
+    if strategy:
+        sub.add_argument("--strategy", "-s", metavar="S",
+                         help=f"partition strategy; default {DEFAULT_STRATEGY}")
+    sub.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                     help="a strategy option (e.g. min_size=3), or else a target option "
+                          "(e.g. fp32=true); repeatable")
+    sub.add_argument("--input-shape", action="append", default=[], metavar="NAME=1,3,224,224",
+                     help="the shape of a model input (model files only); repeatable")
+    sub.add_argument("--exclude-node", action="append", default=[], metavar="NAME",
+                     help="keep the node with this source name on the CPU (like neuron-cc's "
+                          "excl_node_names); repeatable")
+    sub.add_argument("--exclude-op", action="append", default=[], metavar="OP",
+                     help="keep every op of this Relay type (e.g. nn.batch_norm) on the CPU; "
+                          "repeatable")
+    sub.add_argument("--profile", metavar="NAME",
+                     help="accelerator hardware profile of the cost model (default: the "
+                          "target's own)")
+    sub.add_argument("--frontend", choices=("mxnet", "onnx"), default="mxnet",
+                     help="for zoo: models, which frontend converts them (default mxnet)")
+
+
+def _add_viz(commands: Any) -> None:
+    sub = _subparser(
+        commands, "viz", "draw the partition of a model (SVG, PNG, PDF or DOT)",
+        ["partition-lab viz",
+         "partition-lab viz model.onnx --target neuron -o model.png",
+         "partition-lab viz zoo:resnet50_v1 --target tensorcore --input-shape data=32,3,224,224",
+         "partition-lab viz zoo:simple_pose_resnet152_v1b --target neuron@2020 "
+         "--strategy greedy --expand -o pose.svg"],
+        run_viz,
+        extra="Accelerator regions are coloured clusters, CPU ops grey and dashed with the reason "
+              "they are not\non the accelerator; red edges are copies between devices, labelled "
+              "with shape, bytes and\npredicted time. Graphs over 150 ops are collapsed to one "
+              "node per region unless --expand.\n\n")
+    _add_model_options(sub, optional_model=True)
+    shape = sub.add_mutually_exclusive_group()
+    shape.add_argument("--collapse", dest="collapse", action="store_true", default=None,
+                       help="one summary node per region (default above 150 ops)")
+    shape.add_argument("--expand", dest="collapse", action="store_false",
+                       help="one node per op")
+    sub.add_argument("-o", "--output", metavar="PATH",
+                     help="output file; the suffix picks the format (.svg .png .pdf .dot); "
+                          "default <model>.<target>.<strategy>.svg")
+
+
+def _add_partition(commands: Any) -> None:
+    sub = _subparser(
+        commands, "partition", "partition a model; print the summary, write the plan",
+        ["partition-lab partition model.onnx --target neuron -o plan.json",
+         "partition-lab partition zoo:simple_pose_resnet152_v1b --target neuron@2020 "
+         "--exclude-node batchnormcudnnoff0_fwd -o pose.json"],
+        run_partition,
+        extra="With -o PLAN.json, writes the plan (every op's device, region and reason, and the "
+              "predicted\ncost) and the partitioned Relay text beside it as PLAN.relay.\n\n")
+    _add_model_options(sub)
+    sub.add_argument("-o", "--output", metavar="PLAN.json", help="write the plan as JSON here "
+                     "and the partitioned Relay text with suffix .relay")
+
+
+def _add_compare(commands: Any) -> None:
+    sub = _subparser(
+        commands, "compare", "compare partition strategies on one model",
+        ["partition-lab compare zoo:simple_pose_resnet152_v1b --target neuron@2020",
+         "partition-lab compare model.onnx --strategies greedy,cost,optimal --json"],
+        run_compare, extra=COMPARE_JSON_DOC + "\n")
+    _add_model_options(sub, strategy=False)
+    sub.add_argument("--strategies", metavar="A,B", help="comma-separated strategies "
+                     "(default: all)")
+    sub.add_argument("--json", action="store_true", help="print JSON instead of the table")
+
+
+def _add_targets(commands: Any) -> None:
+    _subparser(commands, "targets", "list the built-in targets and their rules",
+               ["partition-lab targets"], run_targets)
+
+
+def _add_zoo(commands: Any) -> None:
+    _subparser(commands, "zoo", "list the bundled models (use them as zoo:NAME)",
+               ["partition-lab zoo", "partition-lab viz zoo:fcn_resnet101_ade --target neuron"],
+               run_zoo)
+
+
+# ---------------------------------------------------------------------------------- inputs
+def parse_input_shapes(specs: Sequence[str]) -> dict[str, tuple[int, ...]]:
+    """``["data=1,3,224,224"]`` -> ``{"data": (1, 3, 224, 224)}``; InputShapeError if malformed."""
+    shapes: dict[str, tuple[int, ...]] = {}
+    for spec in specs:
+        name, sep, dims = spec.partition("=")
+        try:
+            shape = tuple(int(d) for d in dims.replace("x", ",").split(","))
+        except ValueError:
+            shape = ()
+        if not sep or not name or not shape or any(d <= 0 for d in shape):
+            raise InputShapeError(f"bad --input-shape {spec!r}: expected NAME=D1,D2,... with "
+                                  "positive integers, e.g. data=1,3,224,224")
+        shapes[name] = shape
+    return shapes
+
+
+def parse_options(specs: Sequence[str]) -> dict[str, Any]:
+    """``["min_size=3", "fp32=true"]`` -> ``{"min_size": 3, "fp32": True}``."""
+    options: dict[str, Any] = {}
+    for spec in specs:
+        key, sep, text = spec.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"bad --option {spec!r}: expected KEY=VALUE, e.g. min_size=3")
+        options[key.strip().replace("-", "_")] = _option_value(text.strip())
+    return options
+
+
+def _option_value(text: str) -> Any:
+    lowered = text.lower()
+    if lowered in ("true", "yes", "on"):
+        return True
+    if lowered in ("false", "no", "off"):
+        return False
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+@dataclass
+class Job:
+    """What a model command resolved from its arguments, checked before any slow step."""
+
+    model: str
+    target: str
+    target_options: dict[str, Any]
+    strategy: str
+    strategy_options: dict[str, Any]
+    input_shapes: dict[str, tuple[int, ...]]
+    profile: str | None
+    progress: Progress
+
+
+def resolve_job(args: argparse.Namespace, *, default_model: bool = False) -> Job:
+    """Check target, strategy, options and shapes up front, so bad input fails in milliseconds."""
+    from . import strategies, targets
+
+    model = args.model
+    target_name, strategy = args.target, getattr(args, "strategy", None)
+    if model is None and default_model:
+        model = DEFAULT_MODEL
+        target_name = target_name or DEFAULT_MODEL_TARGET
+        strategy = strategy or DEFAULT_MODEL_STRATEGY
+    target_name, strategy = target_name or DEFAULT_TARGET, strategy or DEFAULT_STRATEGY
+    options = parse_options(args.option)
+    strategy_fields = set(strategies.option_fields(strategy)) if strategy else set()
+    strategy_options = {k: v for k, v in options.items() if k in strategy_fields}
+    target_options = {k: v for k, v in options.items() if k not in strategy_fields}
+    strategies.get_strategy(strategy, **strategy_options)  # raises UnknownStrategyError
+    targets.get_target(target_name, **target_options)  # raises UnknownTargetError
+    shapes = parse_input_shapes(args.input_shape)
+    if model.startswith("zoo:"):
+        from . import zoo
+
+        zoo.info(_zoo_name(model)[0])  # raises UnknownModelError listing the bundled models
+    if shapes and model.startswith("zoo:"):
+        raise InputShapeError("--input-shape applies to model files; zoo models have fixed "
+                              "shapes (see 'partition-lab zoo')")
+    return Job(model, target_name, target_options, strategy, strategy_options, shapes,
+               args.profile, Progress(True if args.progress else None))
+
+
+def load(job: Job, frontend: str) -> tuple[Any, Any]:
+    """Load MODEL (a file or zoo:NAME[:small]) as ``(IRModule, params)``."""
+    with job.progress.step(f"loading {job.model}"):
+        if job.model.startswith("zoo:"):
+            from . import zoo
+
+            name, small = _zoo_name(job.model)
+            return zoo.load(name, frontend=frontend, small=small)
+        from . import load_model
+
+        return load_model(job.model, input_shapes=job.input_shapes or None)
+
+
+def _zoo_name(model: str) -> tuple[str, bool]:
+    parts = model.split(":")
+    if len(parts) == 2 and parts[1]:
+        return parts[1], False
+    if len(parts) == 3 and parts[1] and parts[2] == "small":
+        return parts[1], True
+    raise UsageError(f"bad model {model!r}: expected zoo:NAME or zoo:NAME:small")
+
+
+def run_partition_job(job: Job, args: argparse.Namespace) -> Any:
+    """Load and partition; returns the PartitionResult."""
+    from . import partition
+
+    mod, params = load(job, args.frontend)
+    with job.progress.step(f"partitioning for {job.target} ({job.strategy})"):
+        return partition(mod, job.target, params=params, strategy=job.strategy,
+                         excl_node_names=tuple(args.exclude_node),
+                         exclude_ops=tuple(args.exclude_op), cost_model=job.profile,
+                         strategy_options=job.strategy_options or None, **job.target_options)
+
+
+def _check_output(path: Path, suffixes: Sequence[str]) -> None:
+    if path.suffix.lower() not in suffixes:
+        raise UsageError(f"cannot write {path}: unknown suffix {path.suffix!r} "
+                         f"(use one of {', '.join(suffixes)})")
+    if not path.parent.is_dir():
+        raise PartitionLabError(f"cannot write {path}: directory {path.parent} does not exist")
+
+
+# ---------------------------------------------------------------------------------- commands
+def run_viz(args: argparse.Namespace) -> int:
+    """``partition-lab viz``: partition a model and draw it."""
+    from . import render
+
+    job = resolve_job(args, default_model=True)
+    output = Path(args.output or _default_drawing_name(job))
+    _check_output(output, sorted(render.FORMATS))
+    result = run_partition_job(job, args)
+    with job.progress.step(f"rendering {output}"):
+        render.write(result.plan, output, result.cost, collapse=args.collapse)
+    print(f"wrote {output}")
+    print(result.plan.summary().splitlines()[0])
+    if result.cost is not None:
+        print(f"predicted total: {render.format_time(result.cost.total)} ({result.cost.model})")
+    return 0
+
+
+def _default_drawing_name(job: Job) -> str:
+    stem = job.model.split(":", 1)[1] if job.model.startswith("zoo:") else Path(job.model).name
+    for suffix in (".onnx", "-symbol.json", ".json"):
+        stem = stem.removesuffix(suffix)
+    target = Path(job.target).stem if job.target.endswith((".toml", ".json")) else job.target
+    return f"{stem.replace(':', '-')}.{target}.{job.strategy}.svg"
+
+
+def run_partition(args: argparse.Namespace) -> int:
+    """``partition-lab partition``: print the summary; with -o, write plan JSON and Relay text."""
+    from .render import write_atomic
+
+    job = resolve_job(args)
+    output = Path(args.output) if args.output else None
+    if output is not None:
+        _check_output(output, [".json"])
+    result = run_partition_job(job, args)
+    print(result.summary())
+    if output is not None:
+        relay_path = output.with_suffix(".relay")
+        # Both texts are built before either file is written: a failure leaves neither.
+        plan_json, relay_text = result.to_json(), result.mod.astext(show_meta_data=False)
+        write_atomic(output, plan_json.encode("utf-8") + b"\n")
+        write_atomic(relay_path, relay_text.encode("utf-8"))
+        print(f"wrote {output} and {relay_path}")
+    return 0
+
+
+def run_compare(args: argparse.Namespace) -> int:
+    """``partition-lab compare``: the strategies table (or JSON) for one model and target."""
+    from . import compare, strategies
+
+    args.strategy = None
+    job = resolve_job(args)
+    names = [s.strip() for s in args.strategies.split(",")] if args.strategies else None
+    for name in names or ():
+        strategies.get_strategy(name)  # fail before loading on an unknown name
+    mod, params = load(job, args.frontend)
+    with job.progress.step(f"comparing strategies on {job.target}"):
+        comparison = compare(mod, job.target, params=params, strategies=names,
+                             cost_model=job.profile, excl_node_names=tuple(args.exclude_node),
+                             exclude_ops=tuple(args.exclude_op), **job.target_options)
+    print(comparison.to_json() if args.json else comparison.to_table())
+    return 0
+
+
+def run_targets(args: argparse.Namespace) -> int:
+    """``partition-lab targets``: every built-in target and its rules."""
+    from . import targets
+
+    for i, name in enumerate(targets.available_targets()):
+        print(("\n" if i else "") + targets.get_target(name).describe())
+    return 0
+
+
+def run_zoo(args: argparse.Namespace) -> int:
+    """``partition-lab zoo``: the bundled models, their inputs and the story each tells."""
+    from . import zoo
+
+    for name in zoo.names():
+        entry = zoo.info(name)
+        shapes = ", ".join(f"{k}={','.join(map(str, v))}" for k, v in entry.input_shapes.items())
+        print(f"{name}\n  {entry.description}\n  inputs: {shapes}")
+        if getattr(entry, "story", None):
+            print(f"  story: {entry.story}")
+    return 0
