@@ -1,0 +1,144 @@
+"""User targets from a TOML or JSON file, with no change to the package.
+
+Format (TOML shown; JSON takes the same keys)::
+
+    name = "npu"                          # required: the target (and device) name
+    description = "conv NPU, fp16/int8"   # optional texts shown by `partition-lab targets`
+    version = "2024.1"
+    provenance = "vendor datasheet rev. 3"
+    sources = ["https://example.com/npu.pdf"]
+    base = "cpu"                          # optional built-in (or registered) target to extend
+    supported = ["nn.conv2d", "nn.relu"]  # ops added (or a table op -> reason)
+    unsupported = { "image.resize2d" = "no resize unit" }  # ops removed (list or table)
+    anchors = ["nn.conv2d"]               # ops a region must contain (replaces the base's)
+    prepare_steps = ["convert_layout:NHWC", "mixed_precision:float16"]   # optional
+    default_profile = "t4"                # optional cost-model profile name
+
+    [[rules]]                             # checked in order after the op table
+    name = "channels-32"
+    kind = "multiple_of"                  # multiple_of | dtype_in | attr_in | max_size | any_of
+    ops = ["nn.conv2d"]                   # omit for every op
+    dims = ["cin", "cout"]                # named dims or argI[J] / outI[J]
+    multiples = [[32, 32]]                # alternatives; one dim: [16, 32] means 16 or 32
+    reason = "the MAC array is 32 wide"   # appended to rejections
+
+Rule kinds and their keys: ``multiple_of`` (dims, multiples, dtypes: only for these data
+dtypes, reason); ``dtype_in`` (dtypes: allowed, exclude: denied, tensor: data | args | inputs |
+outputs | activations, message, reason); ``attr_in`` (attr, values, message, reason);
+``max_size`` (dims, max, reason); ``any_of`` (rules: a list of rule tables, the first that
+accepts wins). Dimension names: batch, cin, cout, height, width, kernel_h, kernel_w (conv2d and
+conv2d_transpose, read through their layout attrs); batch/m, k/in_features, n/units (dense and
+batch_matmul). ``message`` templates may use {op}, {value}, {expected} and {tensor} or {attr}.
+
+A file with a ``base`` accepts the base's options: ``get_target("npu.toml", precision="fp32")``
+with ``base = "tensorcore"``. Every problem raises TargetSpecError naming the file and the key.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from ..errors import PartitionLabError, TargetSpecError
+from .base import TargetSpec
+from .rules import rule_from_dict
+from .schema import Fields
+
+TARGET_FILE_SUFFIXES = (".toml", ".json")
+TOP_LEVEL_KEYS = ("name", "description", "version", "provenance", "sources", "base", "supported",
+                  "unsupported", "anchors", "prepare_steps", "default_profile", "rules")
+
+
+def looks_like_target_file(target: str | os.PathLike[str]) -> bool:
+    """Whether ``target`` names a file rather than a registered target."""
+    text = os.fspath(target)
+    return text.endswith(TARGET_FILE_SUFFIXES) or os.sep in text or isinstance(target, os.PathLike)
+
+
+def load_target_file(path: str | os.PathLike[str], **options: Any) -> TargetSpec:
+    """Read a user target file (format in the module docstring).
+
+    Parameters
+    ----------
+    path
+        A ``.toml`` or ``.json`` file.
+    options
+        Options for the ``base`` target (a file without a base takes none).
+
+    Returns
+    -------
+    TargetSpec
+        The target; ``with_options`` re-reads the file with other base options.
+
+    Raises
+    ------
+    TargetSpecError
+        The file is missing, unreadable, not TOML/JSON, or has an unknown key, a wrong type, an
+        unknown rule kind or dimension, or an unknown base target.
+    """
+    path = Path(path)
+    where = str(path)
+    f = Fields(_parse(path), where, TOP_LEVEL_KEYS)
+    base = _base(f, options)
+    rules = [rule_from_dict(item, f"{where}: rules[{i}]")
+             for i, item in enumerate(f.table_list("rules"))]
+    supported, unsupported = f.op_reasons("supported"), f.op_reasons("unsupported")
+    if base is None and not supported:
+        raise TargetSpecError(f"{where}: supported is empty and there is no base, so the "
+                              "target would run no op; list ops in supported or set base")
+    fields = {
+        "description": f.string("description", None), "version": f.string("version", None),
+        "provenance": f.string("provenance", None), "supported": supported,
+        "unsupported": unsupported, "anchors": f.strings("anchors", None), "rules": rules,
+        "prepare_steps": f.strings("prepare_steps", None),
+        "default_profile": f.string("default_profile", None),
+        "sources": f.strings("sources", ()),
+    }
+    try:
+        spec = (base or _EMPTY).extend(f.string("name"), **fields)
+    except TargetSpecError as error:
+        raise TargetSpecError(f"{where}: {error}") from None
+    spec.factory = functools.partial(load_target_file, path)
+    return spec
+
+
+_EMPTY = TargetSpec("empty")
+
+
+def _parse(path: Path) -> Any:
+    if path.suffix not in TARGET_FILE_SUFFIXES:
+        raise TargetSpecError(f"{path}: a target file must end in .toml or .json")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise TargetSpecError(f"{path}: no such target file") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise TargetSpecError(f"{path}: cannot read the target file ({error})") from None
+    try:
+        return tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise TargetSpecError(f"{path}: not valid TOML: {error}") from None
+    except json.JSONDecodeError as error:
+        raise TargetSpecError(f"{path}: not valid JSON: {error}") from None
+
+
+def _base(f: Fields, options: dict[str, Any]) -> TargetSpec | None:
+    name = f.string("base", None)
+    if name is None:
+        if options:
+            raise TargetSpecError(f"{f.where}: takes no options (it has no base target); got "
+                                  f"{', '.join(sorted(options))}")
+        return None
+    from .registry import get_target  # local: the registry imports this module
+
+    if looks_like_target_file(name):
+        raise TargetSpecError(f"{f.place('base')}: must name a built-in or registered target, "
+                              f"not a file ({name!r})")
+    try:
+        return get_target(name, **options)
+    except PartitionLabError as error:
+        raise TargetSpecError(f"{f.place('base')}: {error}") from None
