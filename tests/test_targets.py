@@ -560,3 +560,19 @@ def test_winograd_eligibility_matches_tvm_judge_winograd(tvm_cuda, n, hw, cin, c
     if v.supported and not direct:
         assert v.rule == "conv2d_nhwc_winograd_tensorcore"
     assert verdict("tensorcore", node).supported == direct
+
+
+def test_builtin_tables_name_registered_relay_ops(tvm_cuda):
+    """A misspelt op name (reverse_reshape for contrib_reverse_reshape) would never match."""
+    import tvm
+
+    unknown = set()
+    for name in ("tensorcore", "neuron@2020", "neuron"):
+        spec = get_target(name)
+        rule_ops = {op for rule in spec.rules for op in rule.ops}
+        for op in {*spec.supported, *spec.unsupported, *spec.anchors, *rule_ops}:
+            try:
+                tvm.ir.Op.get(op)
+            except tvm.TVMError:
+                unknown.add(op)
+    assert not unknown
