@@ -98,6 +98,9 @@ CONV_TABLE = [
     ({}, dict(n=8, cin=64, cout=96), True, "conv2d_nhwc_tensorcore: (8, 64, 96) matches (8,16,32)"),
     ({}, dict(n=32, cin=64, cout=24), True, "(32, 64, 24) matches (32,16,8)"),
     ({}, dict(n=8, cin=64, cout=24), False, "(batch, cin, cout) = (8, 64, 24) matches none of"),
+    ({}, dict(n=8, cin=16, cout=16, k=1), False,
+     "matches none of (16,16,16) (fails on batch 8); (8,16,32) (fails on cout 16); "
+     "(32,16,8) (fails on batch 8)"),
     ({}, dict(n=32, cin=3, cout=64, k=7, stride=2), False, "cin 3 is not a multiple of 16"),
     ({}, dict(n=32, cin=64, cout=64, layout="NCHW"), False,
      "data layout NCHW: Tensor Core templates need NHWC (the partitioner converts layout; "

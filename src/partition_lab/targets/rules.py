@@ -128,8 +128,12 @@ class MultipleOf(Rule):
                 always_failing.append(f"{dim} {sizes[i]} is not a multiple of {_or(needed)}")
         if always_failing:
             return " and ".join(always_failing)
-        alts = ", ".join(_tuple(alt) for alt in self.alternatives)
-        return f"({', '.join(self.dims)}) = {_tuple(sizes, ', ')} matches none of {alts}"
+        misses = []
+        for alt in self.alternatives:
+            failing = [f"{dim} {size}" for dim, size, m in zip(self.dims, sizes, alt, strict=True)
+                       if size % m]
+            misses.append(f"{_tuple(alt)} (fails on {', '.join(failing)})")
+        return f"({', '.join(self.dims)}) = {_tuple(sizes, ', ')} matches none of {'; '.join(misses)}"
 
     def describe(self) -> str:
         alts = " or ".join(_tuple(alt) for alt in self.alternatives)
