@@ -202,7 +202,9 @@ def test_collapsed_has_one_node_per_region_and_aggregated_bytes():
     # Out of accel0 flows one tensor to the first deconvolution's CPU island.
     first_cpu = plan.region_of(plan.graph.nodes_with_source_name("deconv0_fwd")[0].id)
     edge = {title(g): texts(g) for g in groups(svg, "edge")}[f"r0->r{first_cpu.id}"]
-    assert edge[0] == f"1 tensor, {render.format_bytes(56 * 56 * 64 * 4)}"
+    cut = next(c for c in cost.cuts if c.dst == "cpu" and c.consumers == first_cpu.nodes)
+    assert edge == ["float32[1,64,56,56]",
+                    f"{render.format_bytes(56 * 56 * 64 * 4)}, copy {render.format_time(cut.time)}"]
 
 
 def test_collapsed_copy_times_add_up_to_the_predicted_transfer():
@@ -211,11 +213,22 @@ def test_collapsed_copy_times_add_up_to_the_predicted_transfer():
     assert sum(f.cut_time or 0.0 for f in flows.values()) == pytest.approx(cost.transfer)
 
 
-def test_cpu_island_summary_counts_reasons():
+def test_cpu_island_summary_names_its_ops_and_reasons():
     plan, cost = pose_like()
-    source = render.draw(plan, cost, collapse=True).source
-    assert "1x Deconvolution is not in" in source
-    assert DECONV_REASON in source  # the full text, in the tooltip
+    svg = svg_of(plan, cost, collapse=True)
+    deconv = plan.graph.nodes_with_source_name("deconv0_fwd")[0]
+    island = {title(g): g for g in groups(svg, "node")}[f"r{plan.region_of(deconv.id).id}"]
+    visible = " ".join(texts(island))
+    assert "nn.conv2d_transpose deconv0_fwd" in visible
+    assert "nn.conv2d_transpose: Deconvolution is not in" in visible
+    assert any(DECONV_REASON in tip for tip in tooltips(island))
+
+
+def test_collapsed_large_regions_show_an_op_histogram():
+    plan = chain(60)
+    big = max(plan.accelerator_regions, key=lambda r: len(r.nodes))
+    label = " ".join(texts({title(g): g for g in groups(svg_of(plan, None), "node")}[f"r{big.id}"]))
+    assert f"{len(big.nodes)} ops" in label and "x nn.conv2d" in label
 
 
 def test_large_graphs_collapse_by_default():

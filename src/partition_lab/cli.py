@@ -66,6 +66,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return args.handler(args)
     except SystemExit as exc:  # --help and --version exit through argparse
         return exc.code if isinstance(exc.code, int) else 0
+    except BrokenPipeError:  # output piped into head or less that exited early: not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
@@ -329,6 +332,17 @@ def load(job: Job, frontend: str) -> tuple[Any, Any]:
         return load_model(job.model, input_shapes=job.input_shapes or None)
 
 
+def model_label(model: str) -> str:
+    """A short name for a model in titles and file names: the zoo name or the file's stem."""
+    if model.startswith("zoo:"):
+        name, small = _zoo_name(model)
+        return f"{name} (small)" if small else name
+    stem = Path(model).name
+    for suffix in (".onnx", "-symbol.json", ".json"):
+        stem = stem.removesuffix(suffix)
+    return stem
+
+
 def _zoo_name(model: str) -> tuple[str, bool]:
     parts = model.split(":")
     if len(parts) == 2 and parts[1]:
@@ -345,6 +359,7 @@ def run_partition_job(job: Job, args: argparse.Namespace) -> Any:
     mod, params = load(job, args.frontend)
     with job.progress.step(f"partitioning for {job.target} ({job.strategy})"):
         return partition(mod, job.target, params=params, strategy=job.strategy,
+                         name=model_label(job.model),
                          excl_node_names=tuple(args.exclude_node),
                          exclude_ops=tuple(args.exclude_op), cost_model=job.profile,
                          strategy_options=job.strategy_options or None, **job.target_options)
@@ -377,11 +392,9 @@ def run_viz(args: argparse.Namespace) -> int:
 
 
 def _default_drawing_name(job: Job) -> str:
-    stem = job.model.split(":", 1)[1] if job.model.startswith("zoo:") else Path(job.model).name
-    for suffix in (".onnx", "-symbol.json", ".json"):
-        stem = stem.removesuffix(suffix)
+    stem = model_label(job.model).replace(" (small)", "-small")
     target = Path(job.target).stem if job.target.endswith((".toml", ".json")) else job.target
-    return f"{stem.replace(':', '-')}.{target}.{job.strategy}.svg"
+    return f"{stem}.{target}.{job.strategy}.svg"
 
 
 def run_partition(args: argparse.Namespace) -> int:
@@ -442,3 +455,7 @@ def run_zoo(args: argparse.Namespace) -> int:
         if getattr(entry, "story", None):
             print(f"  story: {entry.story}")
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

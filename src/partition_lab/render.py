@@ -62,6 +62,8 @@ REASON_CHARS = 84
 """Visible length of a CPU op's reason; the full text is in the tooltip."""
 REASON_WIDTH = 42
 """Characters per line of a visible reason (it wraps onto two lines)."""
+SMALL_REGION = 4
+"""A collapsed region of at most this many ops lists them by name instead of by histogram."""
 
 
 # ---------------------------------------------------------------------------------- public API
@@ -339,31 +341,42 @@ def _add_region_summary(dot: graphviz.Digraph, view: _PlanView, region: Region) 
         cluster.attr(label="", style="rounded,filled", color=view.line, fillcolor=view.fill,
                      penwidth="1.6", margin="6", tooltip=_text([head]))
         cluster.node(_region_id(region), _text([head, _size_line(view, region),
-                                                *_histogram_lines(ops)]),
+                                                *_contents_lines(view, region)]),
                      fillcolor="white", color=view.line, fontsize="11",
                      tooltip=_text([head, _histogram(ops, top=None)]))
 
 
 def _add_island_summary(dot: graphviz.Digraph, view: _PlanView, region: Region) -> None:
     ops = [view.graph[n].op for n in region.nodes]
-    reasons: dict[str, int] = {}
+    short: dict[str, int] = {}
     full: dict[str, int] = {}
     for node in region.nodes:
-        text = view.plan.decisions[node].reason
-        short = _short_reason(text, view.graph[node].op)
-        reasons[short] = reasons.get(short, 0) + 1
-        full[text] = full.get(text, 0) + 1
-    shown = sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))
-    reason_lines = [f"{count}x {text}" for text, count in shown[:3]]
-    if len(shown) > 3:
-        reason_lines.append(f"... {len(shown) - 3} more reasons")
+        reason = view.plan.decisions[node].reason
+        gist = _short_reason(reason, "")  # keep the op name: an island mixes ops
+        short[gist] = short.get(gist, 0) + 1
+        full[reason] = full.get(reason, 0) + 1
+    ranked = sorted(short.items(), key=lambda kv: (-kv[1], kv[0]))
+    reason_lines = []
+    for gist, count in ranked[:3]:
+        reason_lines.extend(_wrap(f"{count}x {gist}" if len(region.nodes) > 1 else gist,
+                                  REASON_WIDTH + 8))
+    if len(ranked) > 3:
+        reason_lines.append(f"... {len(ranked) - 3} more reasons (see tooltip)")
     tooltip = [f"{region.label}: CPU island", _histogram(ops, top=None),
-               *(f"{count}x {text}" for text, count in sorted(full.items()))]
+               *(f"{count}x {reason}" for reason, count in sorted(full.items()))]
     dot.node(_region_id(region),
-             _text([f"{region.label}: CPU", _size_line(view, region), *_histogram_lines(ops),
-                    *reason_lines]),
+             _text([f"{region.label}: CPU", _size_line(view, region),
+                    *_contents_lines(view, region), *reason_lines]),
              style="rounded,filled,dashed", fillcolor=CPU_FILL, color=CPU_LINE,
              fontcolor="#333333", tooltip=_text(tooltip))
+
+
+def _contents_lines(view: _PlanView, region: Region) -> list[str]:
+    """What a summary node holds: each op with its source name for a small region (the names
+    that ``excl_node_names`` takes), the op histogram for a large one."""
+    if len(region.nodes) <= SMALL_REGION:
+        return [" ".join(_op_lines(view.graph[n])) for n in region.nodes]
+    return _histogram_lines([view.graph[n].op for n in region.nodes])
 
 
 @dataclass
@@ -372,6 +385,7 @@ class _Flow:
 
     tensors: int = 0
     nbytes: float = 0.0
+    spec: str = ""  # the tensor's type, kept while the flow holds a single tensor
     cut_time: float | None = None
     crosses: bool = False
     costed: bool = False
@@ -400,6 +414,7 @@ def _region_flows(view: _PlanView) -> dict[tuple[str, str], _Flow]:
             if head not in seen:
                 flow.tensors += 1
                 flow.nbytes += tensor.nbytes
+                flow.spec = str(tensor.spec) if flow.tensors == 1 else ""
                 seen.add(head)
             cut = view.cuts.get((tensor.key, device)) if device != src_device else None
             if cut is not None:
@@ -411,12 +426,14 @@ def _region_flows(view: _PlanView) -> dict[tuple[str, str], _Flow]:
 
 
 def _add_flow_edge(dot: graphviz.Digraph, tail: str, head: str, flow: _Flow) -> None:
-    noun = "tensor" if flow.tensors == 1 else "tensors"
-    lines = [f"{flow.tensors} {noun}, {format_bytes(flow.nbytes)}"]
+    if flow.spec:
+        lines = [flow.spec, format_bytes(flow.nbytes)]
+    else:
+        lines = [f"{flow.tensors} tensors", format_bytes(flow.nbytes)]
     if flow.cut_time is not None:
-        lines.append(f"copy {format_time(flow.cut_time)}")
+        lines[-1] += f", copy {format_time(flow.cut_time)}"
     elif flow.crosses and flow.costed:
-        lines.append("copy counted on a sibling edge")
+        lines.append("(copy counted on a sibling edge)")
     if flow.crosses:
         dot.edge(tail, head, label=_text(lines), color=CUT_COLOUR, fontcolor=CUT_COLOUR,
                  penwidth="2", tooltip=_text(lines))
@@ -496,11 +513,12 @@ def _size_line(view: _PlanView, region: Region) -> str:
 
 
 def _short_reason(reason: str, op: str) -> str:
-    """The gist of a reason: without a leading "<op>:" (the node already shows it) and without
+    """The gist of a reason: without a leading "<op>" (the node already shows it) and without
     the parenthesised explanation, clipped to :data:`REASON_CHARS`."""
     text = reason.strip()
-    if text.startswith(f"{op}:"):
-        text = text[len(op) + 1:].strip()
+    for prefix in (f"{op}:", f"{op} "):  # "nn.dense: batch 1 ..." or "sign is not in ..."
+        if text.startswith(prefix):
+            text = text[len(prefix):].strip()
     head = text.split(" (", 1)[0].strip() or text
     return _clip(head, REASON_CHARS)
 
@@ -524,7 +542,7 @@ def _histogram_lines(ops: list[str], top: int = 4) -> list[str]:
     lines = [f"{count} x {op}" for op, count in ranked[:top]]
     rest = sum(count for _, count in ranked[top:])
     if rest:
-        lines.append(f"{rest} other ops")
+        lines.append(f"{rest} other op" + ("" if rest == 1 else "s"))
     return lines
 
 
