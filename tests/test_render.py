@@ -171,7 +171,7 @@ def test_nodes_show_op_and_source_name_and_summary_shows_the_total():
     page = " ".join(t.text or "" for t in svg.iter(f"{SVG}text"))
     assert "strategy greedy" in page and "neuron@2020" in page
     assert f"predicted {render.format_time(cost.total)}" in page
-    assert "legend" in page
+    assert "copy between devices" in page and "neuron@2020 region" in page  # the legend
 
 
 def test_without_cost_cut_labels_have_no_time():
@@ -312,3 +312,17 @@ def test_formatting_helpers():
     assert render.format_time(1.5) == "1.50 s"
     assert render.format_bytes(802816) == "803 kB"
     assert render.format_bytes(512) == "512 B"
+
+
+def test_side_by_side_keeps_both_drawings_in_order(tmp_path):
+    plan, cost = pose_like()
+    before = render.draw(plan, cost, collapse=True, title="before")
+    after = render.draw(plan, None, collapse=False, title="after")
+    path = render.write_side_by_side([before, after], tmp_path / "both.svg")
+    svg = ET.parse(path).getroot()
+    assert len(groups(svg, "cluster")) == 2 * len(plan.accelerator_regions)
+    headers = sorted((float(t.get("x")), t.text) for t in svg.iter(f"{SVG}text")
+                     if t.text in ("before", "after"))
+    assert [text for _, text in headers] == ["before", "after"]  # left to right
+    assert "sortv" not in before.source  # the caller's drawing is not modified
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["both.svg"]

@@ -32,7 +32,7 @@ import hashlib
 import os
 import subprocess
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -98,13 +98,12 @@ def draw(
         collapse = len(plan.graph) > COLLAPSE_ABOVE
     view = _PlanView(plan, cost)
     dot = graphviz.Digraph(name=_dot_id(plan.graph.name or "plan"))
-    dot.attr("graph", rankdir="TB", fontname=FONT, fontsize="12", labelloc="t",
-             labeljust="l", label=_text(_summary_lines(view, title), left=True), nodesep="0.25",
+    dot.attr("graph", rankdir="TB", fontname=FONT, fontsize="12", nodesep="0.25",
              ranksep="0.35", newrank="true", tooltip=" ")
     dot.attr("node", fontname=FONT, fontsize="10", shape="box", style="rounded,filled",
              margin="0.08,0.04", height="0.3")
     dot.attr("edge", fontname=FONT, fontsize="9", color="#555555", arrowsize="0.6")
-    _add_legend(dot, view)
+    _add_header(dot, view, title)
     if collapse:
         _draw_collapsed(dot, view)
     else:
@@ -131,34 +130,70 @@ def write(
     PartitionLabError
         Unknown suffix, missing directory, ``dot`` not installed or failing.
     """
-    path = Path(path)
-    fmt = FORMATS.get(path.suffix.lower())
-    if fmt is None:
-        known = ", ".join(sorted(FORMATS))
-        raise PartitionLabError(f"cannot write {path}: unknown suffix {path.suffix!r} "
-                                f"(use one of {known})")
-    if not path.parent.is_dir():
-        raise PartitionLabError(f"cannot write {path}: directory {path.parent} does not exist")
+    path = _checked_output(path)
+    fmt = FORMATS[path.suffix.lower()]
     source = draw(plan, cost, collapse=collapse, title=title).source
     data = source.encode("utf-8") if fmt == "dot" else render_source(source, fmt)
     write_atomic(path, data)
     return path
 
 
+def write_side_by_side(
+    drawings: Sequence[graphviz.Digraph], path: str | os.PathLike[str]
+) -> Path:
+    """Lay out several drawings (from :func:`draw`) in one row and write them to ``path``.
+
+    For before/after pictures: each drawing keeps its own header, clusters and labels. Each is
+    laid out by ``dot``, packed with graphviz's ``gvpack`` and drawn with ``neato -n2``; a
+    ``.dot`` path receives the packed, laid-out graph.
+    """
+    path = _checked_output(path)
+    fmt = FORMATS[path.suffix.lower()]
+    laid_out = b"".join(_run_graphviz(["dot", "-Tdot"], _with_sort_key(d, i), "dot")
+                        for i, d in enumerate(drawings))
+    # u: keep the given order (each graph's sortv); t: align tops.
+    packed = _run_graphviz(["gvpack", f"-array_ut{len(drawings)}"], laid_out, "gvpack")
+    data = packed if fmt == "dot" else _run_graphviz(["neato", "-s", "-n2", f"-T{fmt}"],
+                                                     packed, "neato")
+    return write_atomic(path, data)
+
+
+def _with_sort_key(drawing: graphviz.Digraph, index: int) -> bytes:
+    ordered = drawing.copy()  # the caller's drawing stays as it was
+    ordered.attr("graph", sortv=str(index))
+    return ordered.source.encode("utf-8")
+
+
 def render_source(source: str, fmt: str) -> bytes:
     """Run graphviz ``dot -T<fmt>`` on DOT text; errors become one-line PartitionLabErrors."""
+    return _run_graphviz(["dot", f"-T{fmt}"], source.encode("utf-8"), "dot")
+
+
+def _run_graphviz(command: list[str], data: bytes, what: str) -> bytes:
     try:
-        proc = subprocess.run(["dot", f"-T{fmt}"], input=source.encode("utf-8"),
-                              capture_output=True, check=False)
+        proc = subprocess.run(command, input=data, capture_output=True, check=False)
     except FileNotFoundError as exc:
         raise PartitionLabError(
-            "graphviz's 'dot' program was not found; install graphviz "
+            f"graphviz's '{command[0]}' program was not found; install graphviz "
             "(apt-get install graphviz) or write a .dot file instead") from exc
     if proc.returncode != 0:
         detail = proc.stderr.decode("utf-8", "replace").strip().splitlines()
         first = detail[0] if detail else f"exit status {proc.returncode}"
-        raise PartitionLabError(f"graphviz dot failed to render {fmt}: {first}")
+        fmt = command[-1].removeprefix("-T")
+        raise PartitionLabError(f"graphviz {what} failed to render {fmt}: {first}")
     return proc.stdout
+
+
+def _checked_output(path: str | os.PathLike[str]) -> Path:
+    """``path`` as a Path, if its suffix names a format and its directory exists."""
+    path = Path(path)
+    if path.suffix.lower() not in FORMATS:
+        known = ", ".join(sorted(FORMATS))
+        raise PartitionLabError(f"cannot write {path}: unknown suffix {path.suffix!r} "
+                                f"(use one of {known})")
+    if not path.parent.is_dir():
+        raise PartitionLabError(f"cannot write {path}: directory {path.parent} does not exist")
+    return path
 
 
 def write_atomic(path: str | os.PathLike[str], data: bytes) -> Path:
@@ -442,42 +477,50 @@ def _add_flow_edge(dot: graphviz.Digraph, tail: str, head: str, flow: _Flow) -> 
 
 
 # ---------------------------------------------------------------------------------- legend
-def _summary_lines(view: _PlanView, title: str | None) -> list[str]:
+def _summary_lines(view: _PlanView) -> list[str]:
     plan, graph, cost = view.plan, view.graph, view.cost
-    accel = plan.accelerator_regions
-    lines = [title or f"{graph.name or 'graph'} on {plan.target}, strategy {plan.strategy}"]
-    lines.append(f"{len(accel)} accelerator region(s), {len(plan.cpu_regions)} CPU island(s), "
-                 f"{len(plan.accelerator_nodes)}/{len(graph)} ops on {plan.target}")
+    lines = [f"{len(plan.accelerator_regions)} accelerator region(s), "
+             f"{len(plan.cpu_regions)} CPU island(s), "
+             f"{len(plan.accelerator_nodes)}/{len(graph)} ops on {plan.target}"]
     nbytes = sum(cut.nbytes for cut in view.cuts.values())
     lines.append(f"{len(view.cuts)} tensor copies between devices, {format_bytes(nbytes)}")
     if cost is not None:
-        lines.append(
-            f"predicted {format_time(cost.total)} = CPU {format_time(cost.compute_cpu)}"
-            f" + accelerator {format_time(cost.compute_accel)}"
-            f" + copies {format_time(cost.transfer)} + invocations {format_time(cost.overhead)}"
-            f" ({cost.model})")
+        lines.append(f"predicted {format_time(cost.total)} ({cost.model}) = "
+                     f"CPU {format_time(cost.compute_cpu)}"
+                     f" + accelerator {format_time(cost.compute_accel)}")
+        lines.append(f"    + copies {format_time(cost.transfer)}"
+                     f" + invocations {format_time(cost.overhead)}")
     lines.extend(f"note: {note}" for note in plan.notes)
     return lines
 
 
-def _add_legend(dot: graphviz.Digraph, view: _PlanView) -> None:
-    """A small HTML table: what the colours, dashes and red edges mean."""
-    target = _html(view.plan.target)
+def _add_header(dot: graphviz.Digraph, view: _PlanView, title: str | None) -> None:
+    """One HTML-table node on top: title, summary, and what colours, dashes and red edges mean.
+
+    A node rather than the graph label, so that it survives packing several drawings into one
+    picture (``gvpack`` drops graph labels).
+    """
+    plan = view.plan
+    title = title or f"{plan.graph.name or 'graph'} on {plan.target}, strategy {plan.strategy}"
     copy = "shape, size, predicted copy time" if view.cost else "shape, size"
-    rows = [
-        (f'<TD BGCOLOR="{view.fill}" COLOR="{view.line}"> </TD>',
-         f"{target} region (cluster)"),
-        (f'<TD BGCOLOR="{CPU_FILL}" COLOR="{CPU_LINE}"> </TD>',
-         "on the CPU, with the reason (full text in tooltip)"),
+    legend = [
+        (f'<TD BORDER="1" BGCOLOR="{view.fill}" COLOR="{view.line}">   </TD>',
+         f"{_html(plan.target)} region"),
+        (f'<TD BORDER="1" BGCOLOR="{CPU_FILL}" COLOR="{CPU_LINE}" STYLE="dashed">   </TD>',
+         "on the CPU, with the reason (full text in the SVG tooltip)"),
         (f'<TD><FONT COLOR="{CUT_COLOUR}" POINT-SIZE="14"><B>&#8594;</B></FONT></TD>',
          f"copy between devices: {copy}"),
     ]
-    body = "".join(f'<TR>{swatch}<TD ALIGN="LEFT">{text}</TD></TR>' for swatch, text in rows)
-    table = ('<<TABLE BORDER="0" CELLBORDER="1" CELLSPACING="2" CELLPADDING="3">'
-             f'<TR><TD COLSPAN="2" ALIGN="LEFT"><B>legend</B></TD></TR>{body}</TABLE>>')
-    with dot.subgraph(name="legend") as legend:
-        legend.attr(rank="source")
-        legend.node("legend", table, shape="plaintext", style="", fontsize="9")
+    rows = [f'<TR><TD COLSPAN="2" ALIGN="LEFT"><FONT POINT-SIZE="14"><B>{_html(title)}</B>'
+            "</FONT></TD></TR>"]
+    rows += [f'<TR><TD COLSPAN="2" ALIGN="LEFT">{_html(line)}</TD></TR>'
+             for line in _summary_lines(view)]
+    rows += [f'<TR>{swatch}<TD ALIGN="LEFT">{text}</TD></TR>' for swatch, text in legend]
+    table = ('<<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="2" CELLPADDING="2">'
+             f'{"".join(rows)}</TABLE>>')
+    with dot.subgraph(name="header") as header:
+        header.attr(rank="source")
+        header.node("header", table, shape="plaintext", style="", fontsize="11")
 
 
 # ---------------------------------------------------------------------------------- text
