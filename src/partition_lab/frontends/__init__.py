@@ -1,0 +1,154 @@
+"""Frontends: one call turns a model file or object into a Relay module and its weights.
+
+>>> mod, params = load_model("resnet50.onnx")                       # doctest: +SKIP
+>>> mod, params = load_model("resnet50-symbol.json", {"data": (1, 3, 224, 224)})  # doctest: +SKIP
+
+Every call in the returned ``main`` carries the name the source gave its node (ONNX node name,
+MXNet node name) in ``call.span.source_name.name``; :func:`source_name` reads it and
+:func:`calls_without_source_name` lists calls that lack one (none, for the supported sources).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import tvm
+
+from ..errors import ModelFormatError
+from ._common import existing_file
+from ._spans import calls_without_source_name, span_name
+
+Params = dict[str, tvm.nd.NDArray]
+
+ONNX_SUFFIXES = (".onnx",)
+MXNET_SUFFIXES = (".json",)
+RELAY_TEXT_SUFFIXES = (".relay", ".txt")
+
+__all__ = ["Params", "calls_without_source_name", "load_model", "source_name"]
+
+
+def load_model(
+    source: str | os.PathLike[str] | Any,
+    input_shapes: Mapping[str, tuple[int, ...]] | None = None,
+    *,
+    params: str | os.PathLike[str] | None = None,
+    input_dtypes: Mapping[str, str] | None = None,
+    arg_params: Mapping[str, Any] | None = None,
+    aux_params: Mapping[str, Any] | None = None,
+) -> tuple[tvm.IRModule, Params]:
+    """Load a model as a type-checked Relay module and its weights.
+
+    Parameters
+    ----------
+    source
+        A path to an ``.onnx`` file, an MXNet ``*-symbol.json`` (its ``*-NNNN.params`` or
+        ``*.params`` is found beside it), or a Relay text file (``.relay``/``.txt``, as written
+        by ``mod.astext()``); or a Gluon ``HybridBlock``; or an ``mxnet.symbol.Symbol`` with
+        ``arg_params``/``aux_params``.
+    input_shapes
+        ``{input name: shape}``. Overrides the shapes an ONNX model or Relay text declares, and
+        is required for what declares none (MXNet symbols, Gluon blocks: there it also names
+        the block's inputs, in call order).
+    params
+        Path of the MXNet ``.params`` file, when it is not beside the symbol file.
+    input_dtypes
+        ``{input name: dtype}`` for MXNet sources (default: the symbol's ``__dtype__``
+        attribute, else float32).
+    arg_params, aux_params
+        Weights (``mx.nd`` arrays by name) of an ``mxnet.symbol.Symbol`` source.
+
+    Returns
+    -------
+    (mod, params)
+        ``mod["main"]`` takes the inputs and the weights as parameters; ``params`` maps weight
+        names to arrays (bind them with ``relay.build_module.bind_params_by_name``). Relay text
+        keeps its constants inside the module, so its ``params`` is empty.
+
+    Raises
+    ------
+    ModelNotFoundError
+        The file (or the MXNet params file) does not exist.
+    ModelFormatError
+        The file is not a model of the kind its suffix says (corrupt, truncated, other format),
+        or the suffix is not one of the supported ones.
+    UnsupportedOperatorError
+        TVM's frontend cannot convert one of the model's operators (named with its nodes).
+    InputShapeError
+        An input shape is missing, dynamic without an ``input_shapes`` entry, or malformed.
+
+    Loading writes no file.
+    """
+    if isinstance(source, str | os.PathLike):
+        return _load_file(existing_file(source), input_shapes, params, input_dtypes)
+    kind = _mxnet_object_kind(source)
+    if kind == "block":
+        from ._mxnet import load_gluon_block
+
+        return load_gluon_block(source, input_shapes, input_dtypes)
+    if kind == "symbol":
+        from ._mxnet import load_mxnet_symbol
+
+        return load_mxnet_symbol(source, input_shapes, arg_params, aux_params, input_dtypes)
+    if kind == "block-not-hybrid":
+        raise ModelFormatError(
+            "a Gluon Block that is not a HybridBlock has no symbolic graph to convert; derive it "
+            "from mxnet.gluon.HybridBlock (hybrid_forward) and pass that"
+        )
+    raise ModelFormatError(
+        f"load_model takes a file path, a Gluon HybridBlock or an MXNet Symbol; got "
+        f"{type(source).__name__}"
+    )
+
+
+def source_name(call: Any) -> str | None:
+    """The source node name a frontend attached to a Relay call, or None."""
+    return span_name(call)
+
+
+def _load_file(
+    path: Path,
+    input_shapes: Mapping[str, object] | None,
+    params_path: str | os.PathLike[str] | None,
+    input_dtypes: Mapping[str, str] | None,
+) -> tuple[tvm.IRModule, Params]:
+    suffix = path.suffix.lower()
+    if suffix in ONNX_SUFFIXES:
+        from ._onnx import load_onnx
+
+        return load_onnx(path, input_shapes)
+    if suffix in MXNET_SUFFIXES:
+        from ._mxnet import load_mxnet_symbol_file
+
+        return load_mxnet_symbol_file(path, input_shapes, params_path, input_dtypes)
+    if suffix in RELAY_TEXT_SUFFIXES:
+        from ._relay_text import load_relay_text
+
+        return load_relay_text(path, input_shapes)
+    known = ", ".join(ONNX_SUFFIXES + ("-symbol.json",) + RELAY_TEXT_SUFFIXES)
+    raise ModelFormatError(
+        f"cannot tell what kind of model {str(path)!r} is from its suffix {suffix or '(none)'!r}; "
+        f"supported: {known}. Rename the file or convert the model"
+    )
+
+
+def _mxnet_object_kind(source: object) -> str | None:
+    """"block", "symbol", "block-not-hybrid" or None, without importing mxnet unless the object comes from it."""
+    if not type(source).__module__.startswith(("mxnet", "gluoncv")) and not _is_gluon(source):
+        return None
+    import mxnet as mx
+
+    if isinstance(source, mx.gluon.HybridBlock):
+        return "block"
+    if isinstance(source, mx.sym.Symbol):
+        return "symbol"
+    if isinstance(source, mx.gluon.Block):
+        return "block-not-hybrid"
+    return None
+
+
+def _is_gluon(source: object) -> bool:
+    # User-defined blocks live in user modules; look at the class hierarchy instead.
+    return any(cls.__module__.startswith("mxnet.gluon") for cls in type(source).__mro__)

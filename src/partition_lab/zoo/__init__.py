@@ -1,0 +1,172 @@
+"""The model zoo: the field reports' models, built offline with random weights, cached on disk.
+
+>>> from partition_lab import zoo
+>>> zoo.names()[:3]
+['resnet152_v1', 'resnet50_v1', 'resnet50_v1_b32']
+>>> mod, params = zoo.load("fcn_resnet101_ade", small=True)          # doctest: +SKIP
+>>> onnx_file = zoo.onnx_path("simple_pose_resnet152_v1b")             # doctest: +SKIP
+
+Every model exists as MXNet files (``*-symbol.json`` + ``*-0000.params``) and as an ONNX file
+exported from them (``mx.onnx``, opset 13), so both frontends see the same weights. Files live
+in ``$PARTITION_LAB_CACHE/<version key>/`` (default ``~/.cache/partition_lab/zoo/<version
+key>/``) and are built on first use. The small variants keep what tests look at (the two
+resizes, the three deconvolutions, batch_dot with transpose_b) at a fraction of the size.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Mapping
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from ._catalog import ENTRIES, ZooEntry, entry
+
+__all__ = [
+    "ZooEntry", "cache_dir", "info", "load", "mxnet_paths", "names", "onnx_path",
+    "reference_outputs", "sample_inputs",
+]
+
+#: Bump when a model definition, the seeding or the export changes: old cache entries are ignored.
+ZOO_VERSION = 1
+CACHE_ENV = "PARTITION_LAB_CACHE"
+Frontend = Literal["mxnet", "onnx"]
+
+
+def names() -> list[str]:
+    """Names of the zoo models, in the order of the field reports."""
+    return list(ENTRIES)
+
+
+def info(name: str) -> ZooEntry:
+    """What the model is, its input shapes and dtype, where it comes from and why it is here.
+
+    Raises :class:`~partition_lab.errors.UnknownModelError` for a name not in :func:`names`.
+    """
+    return entry(name)
+
+
+def cache_dir() -> Path:
+    """The versioned directory holding the zoo's files (not created here)."""
+    root = os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "partition_lab" / "zoo"
+    return Path(root).expanduser() / _version_key()
+
+
+def mxnet_paths(name: str, *, small: bool = False) -> tuple[Path, Path]:
+    """``(symbol_json, params)`` of the model, built and cached on first use."""
+    zoo_entry = entry(name)
+    folder = _model_dir(name, small)
+    symbol_path = folder / f"{name}-symbol.json"
+    params_path = folder / f"{name}-0000.params"
+    if not (symbol_path.is_file() and params_path.is_file()):
+        from ._build import build_mxnet_files
+
+        build_mxnet_files(zoo_entry, small, symbol_path, params_path)
+    return symbol_path, params_path
+
+
+def onnx_path(name: str, *, small: bool = False) -> Path:
+    """The model's ONNX file (exported from its MXNet files), built and cached on first use."""
+    zoo_entry = entry(name)
+    path = _model_dir(name, small) / f"{name}.onnx"
+    if not path.is_file():
+        from ._build import build_onnx_file
+
+        symbol_path, params_path = mxnet_paths(name, small=small)
+        build_onnx_file(zoo_entry, small, symbol_path, params_path, path)
+    return path
+
+
+def load(name: str, *, frontend: Frontend = "mxnet", small: bool = False) -> tuple[Any, dict]:
+    """The model as ``(tvm.IRModule, params)`` through ``frontend`` ("mxnet" or "onnx").
+
+    Both go through :func:`partition_lab.frontends.load_model`, so every call carries its source
+    node name. Results are cached in memory; the params dict returned is a fresh copy.
+    """
+    entry(name)
+    if frontend not in ("mxnet", "onnx"):
+        raise ValueError(f"frontend must be 'mxnet' or 'onnx', not {frontend!r}")
+    mod, params = _load_cached(name, frontend, small)
+    return mod, dict(params)
+
+
+def sample_inputs(name: str, *, small: bool = False, seed: int = 0) -> dict[str, np.ndarray]:
+    """Standard-normal inputs of the model's shapes and dtype, reproducible from ``seed``."""
+    zoo_entry = entry(name)
+    rng = np.random.default_rng(seed)
+    return {
+        input_name: rng.standard_normal(shape).astype(zoo_entry.dtype)
+        for input_name, shape in zoo_entry.shapes(small).items()
+    }
+
+
+def reference_outputs(
+    name: str,
+    inputs: Mapping[str, np.ndarray],
+    *,
+    small: bool = True,
+    frontend: Frontend = "mxnet",
+) -> list[np.ndarray]:
+    """Outputs of the model run by MXNet (``frontend="mxnet"``) or onnxruntime (``"onnx"``).
+
+    These run the same weights as :func:`load`, for numerics checks of the Relay modules.
+    """
+    if frontend == "onnx":
+        return _onnxruntime_outputs(onnx_path(name, small=small), inputs)
+    if frontend == "mxnet":
+        return _mxnet_outputs(*mxnet_paths(name, small=small), inputs)
+    raise ValueError(f"frontend must be 'mxnet' or 'onnx', not {frontend!r}")
+
+
+# ---------------------------------------------------------------------------- internals
+@functools.lru_cache(maxsize=16)
+def _load_cached(name: str, frontend: Frontend, small: bool) -> tuple[Any, dict]:
+    from ..frontends import load_model
+
+    zoo_entry = entry(name)
+    shapes = dict(zoo_entry.shapes(small))
+    if frontend == "onnx":
+        return load_model(onnx_path(name, small=small))
+    symbol_path, params_path = mxnet_paths(name, small=small)
+    return load_model(symbol_path, shapes, params=params_path)
+
+
+def _model_dir(name: str, small: bool) -> Path:
+    folder = cache_dir() / (f"{name}-small" if small else name)
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def _version_key() -> str:
+    try:
+        mxnet_version = metadata.version("mxnet")
+    except metadata.PackageNotFoundError:
+        mxnet_version = "none"
+    return f"v{ZOO_VERSION}-mxnet{mxnet_version}-opset13"
+
+
+def _mxnet_outputs(
+    symbol_path: Path, params_path: Path, inputs: Mapping[str, np.ndarray]
+) -> list[np.ndarray]:
+    import mxnet as mx
+
+    from ..frontends._mxnet import read_params_file, read_symbol_json, symbol_from_json
+
+    symbol = symbol_from_json(read_symbol_json(symbol_path), symbol_path)
+    arg_params, aux_params = read_params_file(params_path, symbol)
+    args = {**arg_params, **{k: mx.nd.array(v, dtype=v.dtype) for k, v in inputs.items()}}
+    executor = symbol.bind(mx.cpu(), args=args, aux_states=aux_params, grad_req="null")
+    return [out.asnumpy() for out in executor.forward(is_train=False)]
+
+
+def _onnxruntime_outputs(path: Path, inputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = 1  # the test machine has two cores shared by many jobs
+    session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    return list(session.run(None, dict(inputs)))

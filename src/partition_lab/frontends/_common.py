@@ -1,0 +1,116 @@
+"""Helpers shared by the frontends: file checks, input shapes, the finished module."""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import tvm
+from tvm import relay
+
+from ..errors import InputShapeError, ModelNotFoundError
+
+Shape = tuple[int, ...]
+#: One input dimension as a model declares it: a size, or a symbol/None when it is dynamic.
+DeclaredDim = int | str | None
+
+EXAMPLE_SHAPE = (1, 3, 224, 224)
+
+
+def existing_file(path: str | Path, what: str = "model file") -> Path:
+    """``path`` as a Path, or :class:`ModelNotFoundError` when there is no such file."""
+    path = Path(path).expanduser()
+    if not path.exists():
+        raise ModelNotFoundError(f"{what} {str(path)!r} does not exist; check the path")
+    if not path.is_file():
+        raise ModelNotFoundError(f"{what} {str(path)!r} is not a file (a directory?); pass a file")
+    return path
+
+
+def example_hint(names: Sequence[str]) -> str:
+    """``input_shapes={...}`` as the user would type it, with an example shape per input."""
+    inner = ", ".join(f"{name!r}: {EXAMPLE_SHAPE}" for name in names)
+    return f"input_shapes={{{inner}}}"
+
+
+def checked_shape(name: str, shape: object) -> Shape:
+    """``shape`` as a tuple of positive ints, or :class:`InputShapeError` naming the input."""
+    dims = tuple(shape) if isinstance(shape, tuple | list) else None
+    if dims is None or not all(_is_positive_int(d) for d in dims):
+        raise InputShapeError(
+            f"input_shapes[{name!r}] = {shape!r} is not a shape; give a tuple of positive "
+            f"ints such as {EXAMPLE_SHAPE}"
+        )
+    return tuple(int(d) for d in dims)
+
+
+def check_known_names(given: Mapping[str, object], known: Sequence[str]) -> None:
+    """:class:`InputShapeError` when ``input_shapes`` names an input the model does not have."""
+    unknown = sorted(set(given) - set(known))
+    if unknown:
+        raise InputShapeError(
+            f"input_shapes names {unknown}, which the model does not have as inputs; "
+            f"its inputs are {list(known)}"
+        )
+
+
+def resolve_declared_shapes(
+    declared: Mapping[str, Sequence[DeclaredDim]],
+    given: Mapping[str, object] | None,
+) -> dict[str, Shape]:
+    """Static shapes for inputs the model declares, with ``given`` overriding the model's.
+
+    A declared dimension that is a string (ONNX ``dim_param``), None, 0 or negative is dynamic;
+    an input with a dynamic dimension must be given in ``given``.
+    """
+    given = dict(given or {})
+    check_known_names(given, list(declared))
+    shapes: dict[str, Shape] = {}
+    for name, dims in declared.items():
+        if name in given:
+            shape = checked_shape(name, given[name])
+            if len(shape) != len(dims):
+                raise InputShapeError(
+                    f"input_shapes[{name!r}] = {shape} has rank {len(shape)} but the model's "
+                    f"input {name!r} has rank {len(dims)} ({_format_dims(dims)})"
+                )
+            shapes[name] = shape
+            continue
+        for index, dim in enumerate(dims):
+            if not isinstance(dim, int) or dim <= 0:
+                raise InputShapeError(
+                    f"input {name!r} dimension {index} is dynamic ({dim!r}); pass "
+                    f"{example_hint([name])} with the size you want (model declares "
+                    f"{_format_dims(dims)})"
+                )
+        shapes[name] = tuple(int(d) for d in dims)  # type: ignore[arg-type]  # checked above
+    return shapes
+
+
+def require_shapes(
+    names: Sequence[str], given: Mapping[str, object] | None, model_kind: str
+) -> dict[str, Shape]:
+    """Shapes for a model that declares none (an MXNet symbol, a Gluon block)."""
+    given = dict(given or {})
+    check_known_names(given, names)
+    missing = [name for name in names if name not in given]
+    if missing:
+        raise InputShapeError(
+            f"{model_kind} does not record input shapes; input(s) {missing} have no shape. "
+            f"Pass {example_hint(missing)} (the sizes your model expects)"
+        )
+    return {name: checked_shape(name, given[name]) for name in names}
+
+
+def finish_module(mod: tvm.IRModule) -> tvm.IRModule:
+    """Run type inference so that every call has its checked type."""
+    return relay.transform.InferType()(mod)
+
+
+def _is_positive_int(value: object) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool) and value > 0
+
+
+def _format_dims(dims: Sequence[DeclaredDim]) -> str:
+    return "(" + ", ".join("?" if d is None else str(d) for d in dims) + ")"

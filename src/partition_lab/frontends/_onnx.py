@@ -1,0 +1,166 @@
+"""ONNX file -> Relay.
+
+``relay.frontend.from_onnx`` already puts each ONNX node's name on the span of the calls it
+makes (and names unnamed nodes ``<OpType>_<k>``), so this module reads and checks the file,
+works out the input shapes, separates the weights (returned as params, by initializer name)
+and turns TVM's exceptions into partition_lab errors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+import onnx
+import tvm
+from google.protobuf.message import DecodeError
+from onnx import numpy_helper
+from tvm import relay
+
+from ..errors import InputShapeError, ModelFormatError, UnsupportedOperatorError
+from ._common import DeclaredDim, Shape, finish_module, resolve_declared_shapes
+
+Params = dict[str, tvm.nd.NDArray]
+#: Float initializers up to this size (scales, scalars) are frozen into the module, not params.
+MAX_FROZEN_ELEMENTS = 8
+
+
+def load_onnx(path: Path, input_shapes: Mapping[str, object] | None) -> tuple[tvm.IRModule, Params]:
+    """Read the ONNX file at ``path`` and convert it to Relay (weights returned as params)."""
+    model = read_onnx(path)
+    declared, dtypes = declared_inputs(model)
+    shapes = resolve_declared_shapes(declared, input_shapes)
+    check_supported_ops(model)
+    weights = lift_weights(model)
+    shapes.update({name: array.shape for name, array in weights.items()})
+    dtypes.update({name: array.dtype.name for name, array in weights.items()})
+    try:
+        # freeze_params=True freezes only what lift_weights left as initializers (shapes, axes,
+        # scales), and makes TVM run DynamicToStatic: mxnet.onnx computes Reshape targets with
+        # Shape/Slice/Concat, which would otherwise stay dynamic reshapes of unknown rank.
+        mod, _ = relay.frontend.from_onnx(model, shape=shapes, dtype=dtypes, freeze_params=True)
+    except (tvm.error.OpNotImplemented, tvm.error.OpAttributeUnImplemented) as exc:
+        raise UnsupportedOperatorError(
+            f"TVM's ONNX frontend cannot convert part of {path.name}: {_first_line(exc)}. "
+            "Replace that operator in the model (or re-export it with a different opset)"
+        ) from exc
+    used = {param.name_hint for param in mod["main"].params}
+    params = {name: tvm.nd.array(array) for name, array in weights.items() if name in used}
+    return finish_module(mod), params
+
+
+def lift_weights(model: onnx.ModelProto) -> dict[str, np.ndarray]:
+    """Turn weight initializers into graph inputs (in place) and return their values.
+
+    Weights are the floating-point initializers with more than :data:`MAX_FROZEN_ELEMENTS`
+    elements; the others (integer shapes and axes, float scales and scalars) stay initializers,
+    so that TVM folds them into the module as constants.
+    """
+    graph = model.graph
+    declared = {value.name for value in graph.input}
+    weights: dict[str, np.ndarray] = {}
+    kept = []
+    for init in graph.initializer:
+        array = numpy_helper.to_array(init)
+        if array.dtype.kind == "f" and array.size > MAX_FROZEN_ELEMENTS:
+            weights[init.name] = array
+            if init.name not in declared:
+                graph.input.append(
+                    onnx.helper.make_tensor_value_info(init.name, init.data_type, array.shape)
+                )
+        else:
+            kept.append(init)
+    del graph.initializer[:]
+    graph.initializer.extend(kept)
+    return weights
+
+
+def read_onnx(path: Path) -> onnx.ModelProto:
+    """Parse and check the file; :class:`ModelFormatError` when it is not a usable ONNX model."""
+    try:
+        model = onnx.load(str(path))
+    except (DecodeError, RuntimeWarning, ValueError, OSError) as exc:
+        raise ModelFormatError(
+            f"{str(path)!r} is not a readable ONNX model ({_first_line(exc)}); the file may be "
+            "truncated or not ONNX at all. Re-export or re-download it"
+        ) from exc
+    try:
+        onnx.checker.check_model(model)
+    except onnx.checker.ValidationError as exc:
+        raise ModelFormatError(
+            f"{str(path)!r} parses as ONNX but is not a valid model ({_first_line(exc)}); the "
+            "file may be truncated or corrupt. Re-export it and check it with "
+            "onnx.checker.check_model"
+        ) from exc
+    if not model.graph.node:
+        raise ModelFormatError(f"{str(path)!r} is an ONNX model without any node; nothing to load")
+    return model
+
+
+def declared_inputs(
+    model: onnx.ModelProto,
+) -> tuple[dict[str, list[DeclaredDim]], dict[str, str]]:
+    """Shapes (dynamic dims as their symbol or None) and dtypes of the graph's real inputs."""
+    initializers = {init.name for init in model.graph.initializer}
+    shapes: dict[str, list[DeclaredDim]] = {}
+    dtypes: dict[str, str] = {}
+    for value in model.graph.input:
+        if value.name in initializers:
+            continue  # old exporters list weights as inputs too
+        tensor_type = value.type.tensor_type
+        if not value.type.HasField("tensor_type") or tensor_type.elem_type == 0:
+            raise InputShapeError(
+                f"input {value.name!r} of the ONNX model is not a tensor with a known element "
+                "type; partition_lab supports tensor inputs only"
+            )
+        dtypes[value.name] = onnx.helper.tensor_dtype_to_np_dtype(tensor_type.elem_type).name
+        shapes[value.name] = [_declared_dim(dim) for dim in tensor_type.shape.dim]
+    return shapes, dtypes
+
+
+def check_supported_ops(model: onnx.ModelProto) -> None:
+    """:class:`UnsupportedOperatorError` naming every op type TVM cannot convert, with nodes."""
+    from tvm.relay.frontend import onnx as onnx_frontend  # private map; the public call raises too
+
+    opset = _default_opset(model)
+    convert_map = onnx_frontend._get_convert_map(opset)
+    convertible = set(convert_map) | {"Constant"} | set(onnx_frontend._identity_list)
+    unsupported: dict[str, list[str]] = {}
+    for index, node in enumerate(model.graph.node):
+        if node.op_type not in convertible:
+            label = node.name or f"{node.op_type}_{index}"
+            unsupported.setdefault(_qualified(node), []).append(label)
+    if unsupported:
+        listing = "; ".join(f"{op} (nodes {names[:5]})" for op, names in unsupported.items())
+        raise UnsupportedOperatorError(
+            f"TVM's ONNX frontend (opset {opset}) cannot convert: {listing}. Replace these "
+            "operators in the model or export it without them"
+        )
+
+
+def _declared_dim(dim: onnx.TensorShapeProto.Dimension) -> DeclaredDim:
+    if dim.HasField("dim_value"):
+        return int(dim.dim_value)
+    if dim.HasField("dim_param"):
+        return dim.dim_param
+    return None
+
+
+def _default_opset(model: onnx.ModelProto) -> int:
+    for opset in model.opset_import:
+        if opset.domain in ("", "ai.onnx"):
+            return int(opset.version)
+    return 1
+
+
+def _qualified(node: onnx.NodeProto) -> str:
+    return f"{node.domain}.{node.op_type}" if node.domain not in ("", "ai.onnx") else node.op_type
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+__all__ = ["Shape", "load_onnx"]

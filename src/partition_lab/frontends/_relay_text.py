@@ -1,0 +1,138 @@
+"""Relay text file (``mod.astext()``) -> Relay.
+
+The parser drops the ``span=NAME:line:col`` comments that ``astext()`` prints after each call,
+so this module reads them back: the printer writes one comment per call, innermost call first,
+which is the order in which ``post_order_visit`` meets the parsed calls. The names are restored
+only when the count and every call's printed type agree; otherwise (hand-written text, edited
+text) each call is named ``<op>_<k>`` after its op and its rank among calls of that op.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Mapping
+from pathlib import Path
+
+import tvm
+from tvm import relay
+
+from ..errors import InputShapeError, ModelFormatError
+from ._common import check_known_names, checked_shape, example_hint, finish_module
+from ._spans import calls_in_order, make_span
+
+Params = dict[str, tvm.nd.NDArray]
+
+# One call annotation as astext() prints it: "/* ty=Tensor[(1, 4), float32] span=name:0:0 */".
+_CALL_COMMENT = re.compile(r"/\* ty=(?P<ty>.*?)(?: span=(?P<span>\S+?):\d+:\d+)? \*/")
+
+
+def load_relay_text(
+    path: Path, input_shapes: Mapping[str, object] | None
+) -> tuple[tvm.IRModule, Params]:
+    """Parse the Relay text at ``path``; constants stay in the module, so params are empty."""
+    text = _read_text(path)
+    try:
+        mod = tvm.relay.fromtext(text, source_name=str(path))
+    except tvm.error.TVMError as exc:
+        raise ModelFormatError(
+            f"{str(path)!r} is not valid Relay text ({_diagnostic(exc)}); write it with "
+            "mod.astext() (including the metadata section if it has constants)"
+        ) from exc
+    if "main" not in [gv.name_hint for gv in mod.get_global_vars()]:
+        raise ModelFormatError(f"{str(path)!r} defines no @main function; nothing to load")
+    mod = _with_input_shapes(finish_module(mod), input_shapes)
+    return finish_module(_with_source_names(mod, text)), {}
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ModelFormatError(
+            f"{str(path)!r} is not text, so not Relay text; pass a file written by mod.astext()"
+        ) from exc
+
+
+def _with_input_shapes(mod: tvm.IRModule, input_shapes: Mapping[str, object] | None) -> tvm.IRModule:
+    """Retype ``main``'s parameters to ``input_shapes``; dynamic ones must be given."""
+    func = mod["main"]
+    given = dict(input_shapes or {})
+    check_known_names(given, [p.name_hint for p in func.params])
+    rebind: dict[relay.Var, relay.Var] = {}
+    for param in func.params:
+        name, ty = param.name_hint, param.type_annotation
+        if name in given:
+            rebind[param] = relay.var(name, shape=checked_shape(name, given[name]), dtype=ty.dtype)
+        elif isinstance(ty, relay.TensorType) and any(
+            not isinstance(d, tvm.tir.IntImm) for d in ty.shape
+        ):
+            index = next(i for i, d in enumerate(ty.shape) if not isinstance(d, tvm.tir.IntImm))
+            raise InputShapeError(
+                f"input {name!r} dimension {index} is dynamic ({ty.shape[index]}); pass "
+                f"{example_hint([name])} with the size you want"
+            )
+    if not rebind:
+        return mod
+    new_params = [rebind.get(p, p) for p in func.params]
+    body = relay.bind(func.body, rebind)
+    mod = tvm.IRModule.from_expr(relay.Function(new_params, body))
+    return mod
+
+
+def _with_source_names(mod: tvm.IRModule, text: str) -> tvm.IRModule:
+    """Put a source name on every call: the printed ``span=`` comments or ``<op>_<k>``."""
+    calls = calls_in_order(mod["main"])
+    comments = [m for m in _CALL_COMMENT.finditer(text) if _is_call_comment(m)]
+    names = _printed_names(calls, comments) or _op_rank_names(calls)
+    renamed = _rename_calls(mod["main"], dict(zip(calls, names, strict=True)))
+    return tvm.IRModule.from_expr(renamed)
+
+
+def _is_call_comment(match: re.Match[str]) -> bool:
+    # Comments on variables and constants have no span; after a call it follows a ")".
+    index = match.start() - 1
+    while index >= 0 and match.string[index].isspace():
+        index -= 1
+    return index >= 0 and match.string[index] == ")"
+
+
+def _printed_names(calls: list[relay.Call], comments: list[re.Match[str]]) -> list[str] | None:
+    if len(calls) != len(comments) or any(m["span"] is None for m in comments):
+        return None
+    for call, match in zip(calls, comments, strict=True):
+        if _compact(str(call.checked_type)) != _compact(match["ty"]):
+            return None
+    return [match["span"] for match in comments]
+
+
+def _op_rank_names(calls: list[relay.Call]) -> list[str]:
+    seen: Counter[str] = Counter()
+    names = []
+    for call in calls:
+        op = call.op.name if isinstance(call.op, tvm.ir.Op) else "call"
+        names.append(f"{op}_{seen[op]}")
+        seen[op] += 1
+    return names
+
+
+def _rename_calls(func: relay.Function, names: dict[relay.Call, str]) -> relay.Function:
+    """Rebuild ``func`` so that each call carries its name."""
+
+    class Renamer(relay.ExprMutator):
+        def visit_call(self, call: relay.Call) -> relay.Expr:
+            new_args = [self.visit(arg) for arg in call.args]
+            span = make_span(names[call])
+            return relay.Call(self.visit(call.op), new_args, call.attrs, call.type_args, span)
+
+    return Renamer().visit(func)
+
+
+def _compact(text: str) -> str:
+    return re.sub(r"\s+", "", text)
+
+
+def _diagnostic(exc: BaseException) -> str:
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    errors = [line for line in lines if "error" in line.lower()]
+    return (errors or lines or [type(exc).__name__])[-1][:200]

@@ -1,0 +1,221 @@
+"""Build a zoo model's files: MXNet symbol + params, and ONNX (opset 13) exported from them.
+
+Weights are random but reproducible: MXNet's and NumPy's generators are seeded before the
+block is initialised. Every file is written under a temporary name and moved into place with
+``os.replace``, so an interrupted build never leaves a half-written model in the cache.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ._catalog import BUILDERS, ZooEntry
+
+SEED = 0
+ONNX_OPSET = 13
+# MXNet dtype codes for a variable's __dtype__ attribute.
+_MXNET_DTYPE_CODES = {"float32": "0", "float64": "1", "float16": "2", "uint8": "3", "int32": "4"}
+
+
+def build_mxnet_files(entry: ZooEntry, small: bool, symbol_path: Path, params_path: Path) -> None:
+    """Build the block, initialise it with seeded random weights and write its two files.
+
+    The symbol comes from calling the block on symbols, not from ``HybridBlock.export``, which
+    needs a forward pass: MXNet has no fp16 ``batch_dot`` on the CPU.
+    """
+    import mxnet as mx
+
+    shapes = entry.shapes(small)
+    with mx.name.NameManager():  # fresh name counters: node names do not depend on history
+        block = BUILDERS[entry.name](small)
+        _initialise(block, entry, shapes)
+        outputs = block(*[mx.sym.var(name) for name in shapes])
+    symbol = mx.sym.Group(list(outputs)) if isinstance(outputs, list | tuple) else outputs
+    graph = json.loads(symbol.tojson())
+    _declare_input_dtypes(graph, list(shapes), entry.dtype)
+    arrays = _checkpoint_arrays(block, symbol)
+    with _temporary_file(params_path) as scratch:
+        mx.nd.save(str(scratch), arrays)
+        os.replace(scratch, params_path)
+    # The params go first: a symbol file in the cache means both are complete.
+    write_atomically(symbol_path, json.dumps(graph, indent=2).encode())
+
+
+def _checkpoint_arrays(block: Any, symbol: Any) -> dict[str, Any]:
+    """Parameters keyed ``arg:<name>``/``aux:<name>``, as ``save_checkpoint`` writes them."""
+    aux_names = set(symbol.list_auxiliary_states())
+    arg_names = set(symbol.list_arguments())
+    arrays = {}
+    for name, param in block.collect_params().items():
+        if name in aux_names:
+            arrays[f"aux:{name}"] = param.data()
+        elif name in arg_names:
+            arrays[f"arg:{name}"] = param.data()
+    return arrays
+
+
+def build_onnx_file(
+    entry: ZooEntry, small: bool, symbol_path: Path, params_path: Path, onnx_path: Path
+) -> None:
+    """Export the MXNet files to ONNX at opset 13 with static input shapes."""
+    import onnx
+
+    from ..frontends._mxnet import read_params_file, read_symbol_json, symbol_from_json
+
+    symbol = symbol_from_json(read_symbol_json(symbol_path), symbol_path)
+    arg_params, aux_params = read_params_file(params_path, symbol)
+    model = export_onnx(symbol, {**arg_params, **aux_params}, entry.shapes(small), entry.dtype)
+    onnx.checker.check_model(model)
+    write_atomically(onnx_path, model.SerializeToString())
+
+
+def export_onnx(symbol: Any, params: Mapping[str, Any], shapes: Mapping[str, tuple[int, ...]],
+                dtype: str) -> Any:
+    """``mx.onnx.export_model`` without its two surprises: opset and dynamic shapes.
+
+    ``export_model`` stamps the newest opset of the installed onnx (23 for onnx 1.18) while its
+    translators target 13, and exports dynamic input dims by default; the converter it wraps
+    takes both as arguments. It also checks the bare graph against the newest opset, which
+    rejects valid opset-13 nodes (``ReduceMean`` with an ``axes`` attribute, from LayerNorm), so
+    that check is skipped here and the caller checks the finished opset-13 model instead.
+    Finally, its ``batch_dot`` translation computes reshape targets at run time
+    (Shape/Slice/Concat/Reshape), which TVM imports as dynamic reshapes (minutes of
+    DynamicToStatic for the 100-step matmul); :func:`_static_batch_dot` writes Transpose+MatMul.
+    """
+    from mxnet.onnx.mx2onnx._export_onnx import MXNetGraph
+    from onnx import helper
+
+    in_types = [helper.np_dtype_to_tensor_dtype(np.dtype(dtype)) for _ in shapes]
+    with _graph_check_deferred(), _static_batch_dot():
+        graph = MXNetGraph().create_onnx_graph_proto(
+            symbol, dict(params), list(shapes.values()), in_types,
+            opset_version=ONNX_OPSET, dynamic=False,
+        )
+    _name_unnamed_nodes(graph)
+    return helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", ONNX_OPSET)],
+        producer_name="partition_lab.zoo (mxnet.onnx)",
+    )
+
+
+@contextmanager
+def _static_batch_dot() -> Iterator[None]:
+    """Translate 3-D ``batch_dot`` as [Transpose] + MatMul while exporting.
+
+    Every ``batch_dot`` in the zoo is 3-D (batch, rows, cols), so swapping the last two axes is
+    the whole of ``transpose_a``/``transpose_b``.
+    """
+    from mxnet.onnx.mx2onnx._export_onnx import MXNetGraph
+
+    registry = MXNetGraph.registry_.setdefault(ONNX_OPSET, {})
+    previous = registry.get("batch_dot")
+    registry["batch_dot"] = _translate_batch_dot
+    try:
+        yield
+    finally:
+        if previous is None:
+            registry.pop("batch_dot", None)
+        else:
+            registry["batch_dot"] = previous
+
+
+def _translate_batch_dot(node: dict[str, Any], **kwargs: Any) -> list[Any]:
+    from mxnet.onnx.mx2onnx._op_translations._op_translations_opset12 import get_inputs
+    from onnx.helper import make_node
+
+    name, (lhs, rhs), attrs = get_inputs(node, kwargs)
+    nodes = []
+    for side, flag in (("lhs", "transpose_a"), ("rhs", "transpose_b")):
+        if str(attrs.get(flag, "False")) in ("True", "true", "1"):
+            operand = lhs if side == "lhs" else rhs
+            transposed = f"{name}_{side}_t"
+            nodes.append(make_node("Transpose", [operand], [transposed], name=transposed,
+                                   perm=[0, 2, 1]))
+            lhs, rhs = (transposed, rhs) if side == "lhs" else (lhs, transposed)
+    nodes.append(make_node("MatMul", [lhs, rhs], [name], name=name))
+    return nodes
+
+
+@contextmanager
+def _graph_check_deferred() -> Iterator[None]:
+    import onnx.checker
+
+    original = onnx.checker.check_graph
+    onnx.checker.check_graph = lambda *args, **kwargs: None
+    try:
+        yield
+    finally:
+        onnx.checker.check_graph = original
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file in the same directory."""
+    with _temporary_file(path) as scratch:
+        scratch.write_bytes(data)
+        os.replace(scratch, path)
+
+
+@contextmanager
+def _temporary_file(path: Path) -> Iterator[Path]:
+    handle, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
+    os.close(handle)
+    try:
+        yield Path(name)
+    finally:
+        Path(name).unlink(missing_ok=True)
+
+
+def _initialise(block: Any, entry: ZooEntry, shapes: Mapping[str, tuple[int, ...]]) -> None:
+    import mxnet as mx
+
+    mx.random.seed(SEED)
+    np.random.seed(SEED)
+    block.initialize(mx.init.Xavier(), force_reinit=True)
+    params = block.collect_params()
+    if any(p._data is None for p in params.values()):
+        # Layers built without in_channels learn their shapes in the first forward pass.
+        block(*[mx.nd.zeros(shape, dtype=entry.dtype) for shape in shapes.values()])
+    rng = np.random.default_rng(SEED)
+    for name, param in params.items():
+        if entry.name == "matmul_fp16_x100" and name.endswith("weight"):
+            from .models import orthogonal
+
+            param.set_data(orthogonal(param.shape[-1], SEED).astype(param.dtype))
+        elif name.endswith(("running_mean", "beta")):
+            # Non-trivial batch-norm statistics: a numerics test must not pass only because
+            # every batch norm is the identity.
+            param.set_data(mx.nd.array(rng.normal(0.0, 0.1, param.shape), dtype=param.dtype))
+        elif name.endswith(("running_var", "gamma")):
+            param.set_data(mx.nd.array(rng.uniform(0.5, 1.5, param.shape), dtype=param.dtype))
+
+
+def _declare_input_dtypes(graph: dict[str, Any], inputs: list[str], dtype: str) -> None:
+    """Record non-float32 input dtypes in the symbol, as ``mx.sym.var(dtype=...)`` would."""
+    if dtype == "float32":
+        return
+    for node in graph["nodes"]:
+        if node["op"] == "null" and node["name"] in inputs:
+            node.setdefault("attrs", {})["__dtype__"] = _MXNET_DTYPE_CODES[dtype]
+
+
+def _name_unnamed_nodes(graph: Any) -> None:
+    """Name each unnamed ONNX node after its first output, which mxnet.onnx derives from the
+    MXNet node name; TVM would otherwise call them ``Conv_0``... and the names of a conv would
+    differ between the two frontends."""
+    taken = {node.name for node in graph.node if node.name}
+    for node in graph.node:
+        if node.name or not node.output:
+            continue
+        name, suffix = node.output[0], 1
+        while name in taken:
+            name, suffix = f"{node.output[0]}_{suffix}", suffix + 1
+        node.name = name
+        taken.add(name)

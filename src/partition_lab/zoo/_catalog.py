@@ -1,0 +1,239 @@
+"""The zoo's models: what each one is, why it is here, and how to build it (full and small)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import UnknownModelError
+
+GLUONCV = "gluoncv model_zoo"
+WRITTEN_HERE = "written here"
+REPORT_001 = "field report 001 (Inferentia / neuron-cc)"
+REPORT_000 = "field report 000 (TVM Tensor Core conv2d)"
+
+
+@dataclass(frozen=True)
+class ZooEntry:
+    """One zoo model: shapes, provenance, and which field report or issue it illustrates.
+
+    ``input_shapes``/``dtype`` describe the full-size model and ``small_input_shapes`` the
+    small variant (``small`` says how it is reduced) used by fast tests.
+    """
+
+    name: str
+    description: str
+    input_shapes: Mapping[str, tuple[int, ...]]
+    dtype: str
+    source: str
+    story: str
+    small: str
+    small_input_shapes: Mapping[str, tuple[int, ...]]
+    #: Relay op counts of the full model, through either frontend (checked by the tests).
+    expected_ops: Mapping[str, int] = field(default_factory=dict)
+    #: The same for the small variant.
+    small_expected_ops: Mapping[str, int] = field(default_factory=dict)
+    #: Op counts (both sizes) that hold through the MXNet frontend only: mxnet.onnx rewrites
+    #: these ops (LayerNorm into its arithmetic, batch_dot into Transpose + MatMul).
+    mxnet_only_ops: Mapping[str, int] = field(default_factory=dict)
+
+    def shapes(self, small: bool) -> Mapping[str, tuple[int, ...]]:
+        """Input shapes of the full model or of the small variant."""
+        return self.small_input_shapes if small else self.input_shapes
+
+    def op_counts(self, small: bool, frontend: str) -> dict[str, int]:
+        """The Relay op counts the model must have through ``frontend`` ("mxnet"/"onnx")."""
+        counts = dict(self.small_expected_ops if small else self.expected_ops)
+        if frontend == "mxnet":
+            counts.update(self.mxnet_only_ops)
+        return counts
+
+
+#: ``builder(small) -> HybridBlock`` (not initialised; the zoo seeds and initialises it).
+Builder = Callable[[bool], Any]
+
+
+def _image(batch: int = 1, size: int = 224) -> dict[str, tuple[int, ...]]:
+    return {"data": (batch, 3, size, size)}
+
+
+ENTRIES: dict[str, ZooEntry] = {
+    entry.name: entry
+    for entry in [
+        ZooEntry(
+            "resnet152_v1", "ResNet-152 v1 image classifier", _image(), "float32", GLUONCV,
+            f"{REPORT_001}: image classification, 9.30 ms on Inferentia vs 9.38 ms on V100",
+            "ResNetV1 with one bottleneck per stage, widths 16/64/128/256/512, 64x64 input",
+            _image(1, 64), {"nn.conv2d": 155, "nn.dense": 1}, {"nn.conv2d": 17, "nn.dense": 1},
+        ),
+        ZooEntry(
+            "resnet50_v1", "ResNet-50 v1 image classifier at batch 1", _image(), "float32", GLUONCV,
+            f"{REPORT_000}: at batch 1 no conv2d can use the Tensor Core template",
+            "ResNetV1 with one bottleneck per stage, widths 16/64/128/256/512, 64x64 input",
+            _image(1, 64), {"nn.conv2d": 53, "nn.dense": 1}, {"nn.conv2d": 17, "nn.dense": 1},
+        ),
+        ZooEntry(
+            "resnet50_v1_b32", "ResNet-50 v1 image classifier at batch 32", _image(32), "float32",
+            GLUONCV,
+            f"{REPORT_000}: batch 32 NHWC conv2d is Tensor Core eligible (1.69x over cuDNN)",
+            "the small ResNet above at batch 8 (still a Tensor Core multiple), 32x32 input",
+            _image(8, 32), {"nn.conv2d": 53, "nn.dense": 1}, {"nn.conv2d": 17, "nn.dense": 1},
+        ),
+        ZooEntry(
+            "fcn_resnet101_ade", "FCN on a dilated ResNet-101 (ADE20K, 150 classes), with aux head",
+            {"data": (1, 3, 200, 200)}, "float32", GLUONCV,
+            f"{REPORT_001}: two _contrib_BilinearResize2D left on the CPU: 227.8 ms, 13.0 ms "
+            "without them",
+            "two-stage ResNet with gluoncv's FCN and aux heads, 8 classes, 64x64 input; still "
+            "two resizes",
+            {"data": (1, 3, 64, 64)},
+            {"nn.conv2d": 110, "image.resize2d": 2}, {"nn.conv2d": 11, "image.resize2d": 2},
+        ),
+        ZooEntry(
+            "simple_pose_resnet152_v1b", "SimplePose (ResNet-152 v1b backbone, 3 deconvolutions)",
+            _image(), "float32", GLUONCV,
+            f"{REPORT_001}: Deconvolution unsupported, 4 accelerator subgraphs, two of them only "
+            "BatchNorm+ReLU; excluding them (excl_node_names) went 38.7 ms -> 32.0 ms",
+            "narrow ResNetV1 (widths 8..64, one block per stage) with gluoncv's deconv head "
+            "(3 x Deconvolution+BN+ReLU, 16 filters), 64x64 input",
+            _image(1, 64),
+            {"nn.conv2d": 156, "nn.conv2d_transpose": 3},
+            {"nn.conv2d": 13, "nn.conv2d_transpose": 3},
+        ),
+        ZooEntry(
+            "tiny_yolo_v2", "Tiny YOLO v2 (VOC, 13x13x125 output), no NMS",
+            {"data": (1, 3, 416, 416)}, "float32", WRITTEN_HERE,
+            f"{REPORT_001}: object detection written by hand, NMS left out (unsupported)",
+            "same layers with widths 4..32 and one head conv, 64x64 input",
+            {"data": (1, 3, 64, 64)},
+            {"nn.conv2d": 9, "nn.max_pool2d": 6, "nn.leaky_relu": 8},
+            {"nn.conv2d": 8, "nn.max_pool2d": 6, "nn.leaky_relu": 7},
+        ),
+        ZooEntry(
+            "matmul_fp16_x100", "1024x1024 fp16 batch_dot(transpose_b=True), 100 times chained",
+            {"data": (1, 1024, 1024)}, "float16", WRITTEN_HERE,
+            f"{REPORT_001}: micro-benchmark, 17.1 ms on one NeuronCore (12.55 TOPS), 5.98 ms "
+            "on T4; transpose_b=True so that Relay inserts no transpose",
+            "64x64 fp16, 4 times chained",
+            {"data": (1, 64, 64)},
+            {"nn.batch_matmul": 100}, {"nn.batch_matmul": 4}, {"transpose": 0, "reshape": 0},
+        ),
+        ZooEntry(
+            "mobilenetv2_1.0", "MobileNet v2, width 1.0", _image(), "float32", GLUONCV,
+            "depthwise convolutions and relu6 (clip): ops that target tables treat differently",
+            "width multiplier 0.25, 10 classes, 64x64 input", _image(1, 64),
+            {"nn.conv2d": 53}, {"nn.conv2d": 53},
+        ),
+        ZooEntry(
+            "densenet201", "DenseNet-201", _image(), "float32", GLUONCV,
+            "issue 2: stress test for region merging (TVM MergeCompilerRegions takes ~21 s)",
+            "DenseNet with 16 initial features, growth 8, blocks (2, 2, 2, 2); 224x224 input "
+            "because DenseNet ends in a fixed 7x7 average pool",
+            _image(),
+            {"nn.conv2d": 200, "concatenate": 98}, {"nn.conv2d": 20, "concatenate": 8},
+        ),
+        ZooEntry(
+            "bert_encoder", "one BERT-base encoder layer: hidden 768, 12 heads, FFN 3072, seq 128",
+            {"data": (1, 128, 768)}, "float32", WRITTEN_HERE,
+            "issue 2: a transformer layer (LayerNorm, GELU, softmax, batch_dot) next to the CNNs",
+            "one layer, hidden 64, 4 heads, FFN 128, seq 16", {"data": (1, 16, 64)},
+            {"nn.batch_matmul": 2, "nn.dense": 6, "nn.softmax": 1, "erf": 1},
+            {"nn.batch_matmul": 2, "nn.dense": 6, "nn.softmax": 1, "erf": 1},
+            {"nn.layer_norm": 2},
+        ),
+    ]
+}
+
+
+def entry(name: str) -> ZooEntry:
+    """The entry called ``name``; :class:`UnknownModelError` listing the names otherwise."""
+    try:
+        return ENTRIES[name]
+    except KeyError:
+        raise UnknownModelError(
+            f"no zoo model named {name!r}; known models: {', '.join(ENTRIES)}"
+        ) from None
+
+
+# ---------------------------------------------------------------------------- builders
+def _gluoncv(name: str, **kwargs: Any) -> Any:
+    from gluoncv.model_zoo import get_model
+
+    # Nothing may download: random weights, no pretrained backbone.
+    return get_model(name, pretrained=False, **kwargs)
+
+
+def _small_resnet() -> Any:
+    from gluoncv.model_zoo.resnet import BottleneckV1, ResNetV1
+
+    return ResNetV1(BottleneckV1, [1, 1, 1, 1], [16, 64, 128, 256, 512], classes=10)
+
+
+def _resnet(full_name: str) -> Builder:
+    return lambda small: _small_resnet() if small else _gluoncv(full_name)
+
+
+def _fcn(small: bool) -> Any:
+    from .models import SmallFCN
+
+    if small:
+        return SmallFCN()
+    # aux=True is gluoncv's default and gives the report's two resizes (main and aux head);
+    # height/width make both resize back to the 200x200 input, as gluoncv's demo() does.
+    return _gluoncv("fcn_resnet101_ade", pretrained_base=False, aux=True, height=200, width=200)
+
+
+def _simple_pose(small: bool) -> Any:
+    from .models import SmallSimplePose
+
+    return SmallSimplePose() if small else _gluoncv("simple_pose_resnet152_v1b",
+                                                    pretrained_base=False)
+
+
+def _tiny_yolo(small: bool) -> Any:
+    from .models import TinyYoloV2
+
+    if small:
+        return TinyYoloV2(channels=(4, 8, 8, 16, 16, 32), head_channels=(32,))
+    return TinyYoloV2()
+
+
+def _matmul(small: bool) -> Any:
+    from .models import MatmulChain
+
+    return MatmulChain(64, 4) if small else MatmulChain(1024, 100)
+
+
+def _mobilenet(small: bool) -> Any:
+    from gluoncv.model_zoo.mobilenet import MobileNetV2
+
+    return MobileNetV2(multiplier=0.25, classes=10) if small else _gluoncv("mobilenetv2_1.0")
+
+
+def _densenet(small: bool) -> Any:
+    from gluoncv.model_zoo.densenet import DenseNet
+
+    return DenseNet(16, 8, [2, 2, 2, 2], classes=10) if small else _gluoncv("densenet201")
+
+
+def _bert(small: bool) -> Any:
+    from .models import BertEncoder
+
+    if small:
+        return BertEncoder(hidden=64, heads=4, ffn=128, layers=1, seq_len=16)
+    return BertEncoder()
+
+
+BUILDERS: dict[str, Builder] = {
+    "resnet152_v1": _resnet("resnet152_v1"),
+    "resnet50_v1": _resnet("resnet50_v1"),
+    "resnet50_v1_b32": _resnet("resnet50_v1"),
+    "fcn_resnet101_ade": _fcn,
+    "simple_pose_resnet152_v1b": _simple_pose,
+    "tiny_yolo_v2": _tiny_yolo,
+    "matmul_fp16_x100": _matmul,
+    "mobilenetv2_1.0": _mobilenet,
+    "densenet201": _densenet,
+    "bert_encoder": _bert,
+}
