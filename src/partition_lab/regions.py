@@ -1,42 +1,371 @@
-"""Cycle-safe region formation: group nodes of one device into regions.
+"""Cycle-safe region formation with the semantics of TVM's ``MergeCompilerRegions``.
 
-Reference implementation (correct, not yet fast): nodes are visited in topological order and a
-node joins the region of a same-device producer when that adds no cycle to the region graph.
+:func:`form_regions` groups the nodes of an :class:`~partition_lab.graph.OpGraph` into regions of
+one device each, the way TVM v0.19's ``AnnotateTarget -> MergeCompilerRegions -> PartitionGraph``
+does with a plain per-op support predicate (``src/relay/transforms/annotate_target.cc``,
+``merge_compiler_regions.cc``, ``src/relay/analysis/annotated_region_set.cc``):
+
+* ``AnnotateTarget`` gives every call its own region: its device, or ``"default"`` (our ``"cpu"``).
+  ``Tuple`` and ``TupleGetItem`` get regions too: a ``TupleGetItem`` takes its producer's target
+  (so it is transparent here), a ``Tuple`` takes its fields' common target, or ``"default"`` when
+  they differ or a field is a graph input or a constant. Calls without arguments (``zeros``) get
+  no region at all: consumers neither merge with them nor count them as a restriction.
+* ``MergeCompilerRegions`` visits the regions in post-order (depth first from the function body,
+  arguments left to right). The visited region inherits the *restrictions* of all its parent
+  regions, adds every parent of another target to them, then absorbs every parent region of its
+  own target that is not restricted. Default (CPU) regions merge by the same rule.
+
+The restriction set of a region is the set of regions that reach it through a region of another
+target (or through a restricted one), so absorbing a restricted parent would close a cycle.
+
+Known difference from TVM (documented; a test shows it): TVM never updates the restrictions of an
+already-visited region when one of its ancestors is absorbed into a new region later (the new
+region's other parents become its ancestors too). On some graphs, with several outputs or several
+branches into one op, that lets TVM build a cyclic region graph, which ``PartitionGraph`` cannot
+outline correctly. :func:`form_regions` first runs TVM's rule as is; when the result has a cycle
+it runs again with the restrictions propagated to the visited descendants (the exact rule:
+absorb a parent unless another path leads from it to the node), and so never returns a cycle.
+Where TVM's result is acyclic the two agree.
+
+Cost: union-find over regions, restriction sets as Python-int bitsets over "tokens" (one bit per
+region that ever restricts another), freed when a region has no unvisited consumers: near-linear.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-
-import networkx as nx
+from dataclasses import dataclass
 
 from .graph import OpGraph
 
+DEFAULT_DEVICE = "cpu"
+
+#: Relay ops whose operands arrive as one ``Tuple`` argument (``concatenate((a, b))``). TVM gives
+#: that tuple a region of its own, which changes merging when the fields' devices differ.
+TUPLE_ARG_OPS = frozenset({"concatenate", "stack", "meshgrid", "einsum"})
+
+
+@dataclass
+class _Expanded:
+    """The graph as TVM's merger sees it: real nodes ``0..n-1`` plus virtual tuple nodes."""
+
+    parents: list[list[int]]  # region-bearing parents, unique, in argument order
+    device: list[str]
+    regionless: list[bool]  # zero-argument calls: no region (see module docstring)
+    order: list[int]  # visiting order of MergeCompilerRegions
+    n_real: int
+
 
 def form_regions(graph: OpGraph, devices: Sequence[str]) -> list[list[int]]:
-    """Partition the nodes into regions; each region holds nodes of one device.
+    """Partition the nodes into cycle-free regions; each region holds nodes of one device.
 
-    Returns the regions as lists of node ids, in order of their first node.
+    Parameters
+    ----------
+    graph:
+        The operator graph.
+    devices:
+        ``devices[node]`` is ``"cpu"`` or an accelerator name; one entry per node.
+
+    Returns
+    -------
+    list[list[int]]
+        The regions as sorted lists of node ids, in order of their first node. Together they
+        cover every node exactly once, and the graph of regions is acyclic.
+
+    Raises
+    ------
+    ValueError
+        If ``devices`` does not have one entry per node.
+
+    Example
+    -------
+    >>> from partition_lab.graph import OpGraphBuilder, TensorType
+    >>> b = OpGraphBuilder()
+    >>> x = b.input("x", TensorType((1, 4), "float32"))
+    >>> a = b.op("nn.relu", [x]); c = b.op("tanh", [a]); d = b.op("nn.relu", [c])
+    >>> form_regions(b.build(), ["acc", "cpu", "acc"])
+    [[0], [1], [2]]
     """
-    region_of: list[int] = [-1] * len(graph)
-    regions: list[list[int]] = []
-    quotient = nx.DiGraph()
-    for v in range(len(graph)):
-        pred_regions = [region_of[p] for p in graph.predecessors(v)]
-        chosen = -1
-        for r in dict.fromkeys(pred_regions):
-            if devices[regions[r][0]] != devices[v]:
+    if len(devices) != len(graph):
+        raise ValueError(f"devices has {len(devices)} entries for a graph of {len(graph)} nodes")
+    expanded = _expand(graph, devices)
+    root: list[int] | None = _merge(expanded, propagate=False)
+    if _has_cycle(graph, root):
+        root = _regroup_cpu_islands(graph, devices, root)
+    if root is None or _has_cycle(graph, root):
+        root = _merge(expanded, propagate=True)
+    if _has_cycle(graph, root):  # pragma: no cover - would be a bug in the exact rule
+        raise AssertionError("form_regions produced a cyclic region graph")
+    return _group(root, len(graph))
+
+
+def visiting_order(graph: OpGraph) -> list[int]:
+    """Real node ids in the order TVM's merger visits them (post-order from the outputs)."""
+    expanded = _expand(graph, [DEFAULT_DEVICE] * len(graph))
+    return [v for v in expanded.order if v < expanded.n_real]
+
+
+# ---------------------------------------------------------------------------- the TVM view
+def _expand(graph: OpGraph, devices: Sequence[str]) -> _Expanded:
+    n = len(graph)
+    # networkx keeps each node's predecessors in edge insertion order, i.e. argument order.
+    pred = graph.nx.pred
+    preds = [list(pred[v]) for v in range(n)]
+    regionless = [not graph[v].args and not graph[v].inputs and not preds[v] for v in range(n)]
+    takes_input = {c for t in graph.graph_inputs.values() for c in t.consumers}
+    parents: list[list[int]] = []
+    device = list(devices)
+    for v in range(n):
+        parents.append([p for p in preds[v] if not regionless[p]])
+    for v in range(n):
+        if graph[v].op in TUPLE_ARG_OPS and preds[v]:
+            field_devices = {devices[p] for p in preds[v]}
+            mixed = len(field_devices) > 1 or v in takes_input or bool(graph[v].weights)
+            tuple_id = len(parents)
+            parents.append(parents[v])
+            device.append(DEFAULT_DEVICE if mixed else field_devices.pop())
+            regionless.append(False)
+            parents[v] = [tuple_id]
+    roots = _output_roots(graph, parents, device, regionless, devices)
+    return _Expanded(parents, device, regionless, _post_order(parents, roots, n), n)
+
+
+def _output_roots(graph: OpGraph, parents: list[list[int]], device: list[str],
+                  regionless: list[bool], devices: Sequence[str]) -> list[int]:
+    """DFS roots: the body ``Tuple`` of a function with several outputs, else the output node."""
+    out_nodes = list(dict.fromkeys(node for node, _ in graph.outputs))
+    if len(out_nodes) <= 1:
+        return out_nodes
+    field_devices = {devices[v] for v in out_nodes}
+    parents.append([v for v in out_nodes if not regionless[v]])
+    device.append(field_devices.pop() if len(field_devices) == 1 else DEFAULT_DEVICE)
+    regionless.append(False)
+    return [len(parents) - 1]
+
+
+def _post_order(parents: list[list[int]], roots: list[int], n_real: int) -> list[int]:
+    """Depth-first post-order from ``roots``, parents in argument order; unreached nodes last."""
+    seen = [False] * len(parents)
+    order: list[int] = []
+    for start in [*roots, *range(n_real)]:
+        if seen[start]:
+            continue
+        seen[start] = True
+        stack = [(start, iter(parents[start]))]
+        while stack:
+            node, todo = stack[-1]
+            for p in todo:
+                if not seen[p]:
+                    seen[p] = True
+                    stack.append((p, iter(parents[p])))
+                    break
+            else:
+                stack.pop()
+                order.append(node)
+    return order
+
+
+# ---------------------------------------------------------------------------- the merger
+class _Merger:
+    """Union-find of regions with bitset restriction sets (see the module docstring).
+
+    A region is named by its root: the last node that absorbed it. ``members[root]`` holds the
+    tokens (bits) of every region absorbed into it, so "region R is in restriction set S" is
+    ``S & members[R] != 0``, which is exactly TVM's renaming of absorbed regions' ids.
+    """
+
+    def __init__(self, expanded: _Expanded, propagate: bool) -> None:
+        size = len(expanded.parents)
+        self.parents = expanded.parents
+        self.device = expanded.device
+        self.propagate = propagate
+        self.uf = list(range(size))
+        self.members = [0] * size
+        self.restr: dict[int, int] = {}
+        self.next_bit = 0
+        self.free_bits: list[int] = []
+        # The exact rule keeps every region's set (they stop its propagation early), so each
+        # collection costs more there: collect less often.
+        self.collect_floor = 4096 if propagate else 256
+        self.collect_at = self.collect_floor
+        self.pending = [0] * size  # consumer links not yet visited, per root
+        for ps in expanded.parents:
+            for p in ps:
+                self.pending[p] += 1
+        self.external: dict[int, list[int]] = {}  # root -> visited consumers outside it
+
+    def find(self, x: int) -> int:
+        uf = self.uf
+        while uf[x] != x:
+            uf[x] = uf[uf[x]]
+            x = uf[x]
+        return x
+
+    def token(self, root: int) -> int:
+        bits = self.members[root]
+        if not bits:
+            if self.free_bits:
+                bits = 1 << self.free_bits.pop()
+            else:
+                bits = 1 << self.next_bit
+                self.next_bit += 1
+            self.members[root] = bits
+        return bits & -bits
+
+    def collect(self) -> None:
+        """Free the bits of dead regions (no consumer left), so the bitsets stay narrow.
+
+        A dead region is never a parent again, so its bits answer no future query: clear them
+        from every restriction set (dead regions' too, so a reused bit is nowhere stale) and
+        reuse their positions for new tokens.
+        """
+        live = 0
+        for root in self.restr:
+            if self.uf[root] == root and self.pending[root] > 0:
+                live |= self.members[root]
+        for root in self.restr:
+            self.restr[root] &= live
+        self.free_bits = [b for b in range(self.next_bit - 1, -1, -1) if not live >> b & 1]
+        self.collect_at = max(self.collect_floor, 2 * (self.next_bit - len(self.free_bits)))
+
+    def visit(self, v: int) -> None:
+        """TVM's ``RegionMerger::VisitExpr_`` for the region of node ``v``."""
+        uf, members, restr_of, pending = self.uf, self.members, self.restr, self.pending
+        roots: list[int] = []
+        for p in self.parents[v]:
+            while uf[p] != p:  # find(), inlined: this loop is the hot path
+                uf[p] = uf[uf[p]]
+                p = uf[p]
+            pending[p] -= 1
+            if p not in roots:
+                roots.append(p)
+        dv = self.device[v]
+        restr = 0
+        for root in roots:
+            restr |= restr_of.get(root, 0)
+            if self.device[root] != dv:
+                restr |= self.token(root)
+        restr_of[v] = restr
+        absorbed = []
+        for root in roots:
+            if self.device[root] == dv and not restr & members[root]:
+                absorbed.append(root)
+                uf[root] = v
+                members[v] |= members[root]
+                pending[v] += pending[root]
+                restr_of.pop(root, None)
+            elif self.propagate:
+                self.external.setdefault(root, []).append(v)
+            elif not pending[root]:
+                restr_of.pop(root, None)  # no consumer left to read it
+        if self.propagate and absorbed:
+            self._gather_external(absorbed, v)
+            self._push_restrictions(v)
+        elif not self.propagate and not pending[v]:
+            restr_of.pop(v, None)
+
+    def _gather_external(self, absorbed: list[int], into: int) -> None:
+        lists = [self.external.pop(r) for r in absorbed if r in self.external]
+        if lists:
+            lists.sort(key=len)
+            merged = lists.pop()  # extend the longest: linear in total over all merges
+            for other in lists:
+                merged.extend(other)
+            self.external[into] = merged
+
+    def _push_restrictions(self, into: int) -> None:
+        """Give the restrictions of a grown region to the consumers its parts already had."""
+        bits = self.restr[into]
+        queue = list(self.external.get(into, ()))
+        seen = {into}
+        while queue:
+            region = self.find(queue.pop())
+            if region in seen:
                 continue
-            if all(q == r or not nx.has_path(quotient, r, q) for q in pred_regions):
-                chosen = r
-                break
-        if chosen < 0:
-            chosen = len(regions)
+            seen.add(region)
+            missing = bits & ~self.restr.get(region, 0)
+            if not missing:
+                continue  # its consumers inherited these bits already
+            self.restr[region] = self.restr.get(region, 0) | missing
+            queue.extend(self.external.get(region, ()))
+
+
+def _merge(expanded: _Expanded, propagate: bool) -> list[int]:
+    merger = _Merger(expanded, propagate)
+    for v in expanded.order:
+        if not expanded.regionless[v]:
+            merger.visit(v)
+            if merger.next_bit >= merger.collect_at and not merger.free_bits:
+                merger.collect()
+    return [merger.find(v) for v in range(expanded.n_real)]
+
+
+def _regroup_cpu_islands(graph: OpGraph, devices: Sequence[str],
+                         root: list[int]) -> list[int] | None:
+    """Keep TVM's accelerator regions and regroup only the CPU nodes, by the exact rule.
+
+    TVM's cycles go through CPU ("default") regions, which ``PartitionGraph`` does not outline,
+    so its accelerator regions are usually still sound. Contract each one to a single node and
+    merge the CPU nodes again with exact restrictions. None when the contracted graph itself has
+    a cycle (then TVM's accelerator regions could not be outlined either).
+    """
+    n = len(graph)
+    accel_only = [root[v] if devices[v] != DEFAULT_DEVICE else -1 - v for v in range(n)]
+    if _has_cycle(graph, accel_only):
+        return None
+    node_of: dict[int, int] = {}  # real node -> contracted node
+    device: list[str] = []
+    for v in range(n):
+        key = v if devices[v] == DEFAULT_DEVICE else n + root[v]
+        if key not in node_of:
+            node_of[key] = len(device)
+            device.append(devices[v] if key == v else f"{devices[v]}\0{root[v]}")
+        node_of[v] = node_of[key]
+    parent_sets: list[dict[int, None]] = [{} for _ in device]
+    regionless = [False] * len(device)
+    for v in range(n):
+        mine = node_of[v]
+        for p in graph.nx.predecessors(v):
+            if node_of[p] != mine:
+                parent_sets[mine][node_of[p]] = None
+        if devices[v] == DEFAULT_DEVICE and not graph[v].args and not parent_sets[mine]:
+            regionless[mine] = True
+    parents = [list(ps) for ps in parent_sets]
+    order = _post_order(parents, [], len(device))
+    contracted = _Expanded(parents, device, regionless, order, len(device))
+    merged = _merge(contracted, propagate=True)
+    return [merged[node_of[v]] for v in range(n)]
+
+
+# ---------------------------------------------------------------------------- results
+def _has_cycle(graph: OpGraph, root: list[int]) -> bool:
+    """Whether the region graph over the real edges has a cycle (Kahn's algorithm)."""
+    succ: dict[int, set[int]] = {}
+    indegree: dict[int, int] = dict.fromkeys(root, 0)
+    for u, v in graph.nx.edges:
+        ru, rv = root[u], root[v]
+        if ru != rv and rv not in succ.setdefault(ru, set()):
+            succ[ru].add(rv)
+            indegree[rv] += 1
+    ready = [r for r, d in indegree.items() if d == 0]
+    done = 0
+    while ready:
+        r = ready.pop()
+        done += 1
+        for s in succ.get(r, ()):
+            indegree[s] -= 1
+            if indegree[s] == 0:
+                ready.append(s)
+    return done != len(indegree)
+
+
+def _group(root: list[int], n: int) -> list[list[int]]:
+    index: dict[int, int] = {}
+    regions: list[list[int]] = []
+    for v in range(n):
+        r = root[v]
+        if r not in index:
+            index[r] = len(regions)
             regions.append([])
-            quotient.add_node(chosen)
-        regions[chosen].append(v)
-        region_of[v] = chosen
-        for q in pred_regions:
-            if q != chosen:
-                quotient.add_edge(q, chosen)
+        regions[index[r]].append(v)
     return regions

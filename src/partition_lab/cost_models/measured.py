@@ -1,0 +1,151 @@
+"""A cost model whose CPU op times come from measurements, with a JSON cache on disk.
+
+The measuring itself (TVM's debug executor, one op at a time) lives with the Relay code; this
+module gives it a stable key per op (:func:`op_signature`), the cache format and the model that
+uses the numbers. Cache files have the schema ``partition_lab.measurements/1``::
+
+    {"schema": "partition_lab.measurements/1",
+     "meta": {"machine": "...", "date": "...", "executor": "..."},
+     "times_s": {"nn.conv2d(float32[1,3,224,224],float32[64,3,7,7]){...}": 0.00123, ...}}
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import ProfileError
+from ..graph import OpGraph, OpNode
+from .base import CostModel, DeviceKind
+
+SCHEMA = "partition_lab.measurements/1"
+
+
+def op_signature(node: OpNode) -> str:
+    """A stable text key for "this op with these operands and attributes".
+
+    Two nodes with the same signature take the same time on a device: op name, every argument's
+    dtype and shape in call order (weights included), and the call attributes sorted by name.
+    Names and graph positions are left out, so the key is the same across models and runs.
+
+    >>> from partition_lab.graph import OpNode, TensorType
+    >>> t = TensorType((1, 8), "float32")
+    >>> op_signature(OpNode(0, "nn.relu", "relu0", None, (t,), (t,), args=(t,)))
+    'nn.relu(float32[1,8])'
+    """
+    args = node.args or node.inputs + node.weights
+    text = f"{node.op}({','.join(str(a) for a in args)})"
+    if node.attrs:
+        attrs = ",".join(f"{k}={_attr_text(v)}" for k, v in sorted(node.attrs.items()))
+        text += "{" + attrs + "}"
+    return text
+
+
+def _attr_text(value: Any) -> str:
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(_attr_text(v) for v in value) + "]"
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+@dataclass
+class Measurements:
+    """A loaded measurement cache: seconds per :func:`op_signature`, plus free-form metadata."""
+
+    times_s: dict[str, float]
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+def load_measurements(path: str | Path) -> Measurements:
+    """Read a cache written by :func:`save_measurements`.
+
+    Raises
+    ------
+    ProfileError
+        If the file is missing, not JSON, of another schema, or holds a non-positive time.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ProfileError(f"measurement cache {path} does not exist")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ProfileError(f"measurement cache {path} is not valid JSON: {err}") from None
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        raise ProfileError(f"measurement cache {path}: 'schema' must be {SCHEMA!r}")
+    times = data.get("times_s")
+    if not isinstance(times, dict):
+        raise ProfileError(f"measurement cache {path}: 'times_s' must be an object")
+    for key, value in times.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+                math.isfinite(value) and value > 0):
+            raise ProfileError(f"measurement cache {path}: time of {key!r} must be a positive "
+                               f"number of seconds, got {value!r}")
+    meta = data.get("meta", {})
+    return Measurements({k: float(v) for k, v in times.items()},
+                        dict(meta) if isinstance(meta, dict) else {})
+
+
+def save_measurements(path: str | Path, table: Mapping[str, float],
+                      meta: Mapping[str, Any] | None = None) -> Path:
+    """Write a cache atomically (a temporary file in the same folder, then a rename)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    payload = {"schema": SCHEMA, "meta": dict(meta or {}),
+               "times_s": {k: float(table[k]) for k in sorted(table)}}
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(payload, handle, indent=1)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+class MeasuredCpuCostModel:
+    """CPU op times looked up in a measurement table; everything else from ``base``.
+
+    An op whose :func:`op_signature` is in ``table`` takes the measured time on the CPU; other
+    ops, accelerator times, transfers and overheads come from ``base``.
+    """
+
+    def __init__(self, base: CostModel, table: Mapping[str, float] | Measurements) -> None:
+        self.base = base
+        self.table = dict(table.times_s if isinstance(table, Measurements) else table)
+        self.meta = table.meta if isinstance(table, Measurements) else {}
+        self.name = f"measured-cpu({base.name}, {len(self.table)} op signatures)"
+
+    def is_measured(self, node: OpNode) -> bool:
+        return op_signature(node) in self.table
+
+    def measured_nodes(self, graph: OpGraph) -> list[int]:
+        """Ids of the nodes whose CPU time is a measurement, not an estimate."""
+        return [node.id for node in graph if self.is_measured(node)]
+
+    def op_time(self, node: OpNode, kind: DeviceKind) -> float:
+        if kind == "cpu":
+            measured = self.table.get(op_signature(node))
+            if measured is not None:
+                return measured
+        return self.base.op_time(node, kind)
+
+    def transfer_time(self, nbytes: float, src: DeviceKind, dst: DeviceKind) -> float:
+        return self.base.transfer_time(nbytes, src, dst)
+
+    def region_overhead(self, kind: DeviceKind) -> float:
+        return self.base.region_overhead(kind)
+
+    def explain(self, node: OpNode, kind: DeviceKind) -> str:
+        if kind == "cpu" and self.is_measured(node):
+            return f"{node.op} on cpu: {self.op_time(node, kind) * 1e3:.4g} ms, measured"
+        explain = getattr(self.base, "explain", None)
+        return str(explain(node, kind)) if explain else f"{self.op_time(node, kind):.4g} s"

@@ -1,0 +1,45 @@
+"""``cost``: start from greedy, then exclude, merge and shift regions while the model predicts a gain.
+
+The search is :func:`~.local_search.improve`: whole-region exclusions (what the field report's
+engineer did by hand with ``excl_node_names``), absorbing CPU islands of supported ops into the
+accelerator, and single boundary-op moves, each kept only if the exact predicted total drops.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from ..cost_models.base import CostModel
+from ..errors import PartitionLabError
+from ..graph import OpGraph
+from ..plan import PartitionPlan, Verdict
+from .base import Assignment, Strategy, legalize, make_plan, ms
+from .costing import CostTables
+from .local_search import improve
+
+
+@dataclass(frozen=True)
+class CostBased(Strategy):
+    """Greedy regions, then cost-model-driven exclusions, merges and boundary moves."""
+
+    name = "cost"
+    summary = "greedy, then exclude/merge regions and move boundary ops while the model predicts a gain"
+    needs_cost_model = True
+    max_rounds: int = field(default=50, metadata={
+        "help": "most search rounds (each re-forms the regions once)"})
+
+    def check_options(self) -> None:
+        if self.max_rounds < 0:
+            raise PartitionLabError(f"strategy 'cost': option max_rounds must be >= 0, "
+                                    f"got {self.max_rounds}")
+
+    def run(self, graph: OpGraph, verdicts: Sequence[Verdict], *, target: str,
+            cost_model: CostModel | None = None) -> PartitionPlan:
+        model = self.require_model(cost_model)
+        tables = CostTables(graph, model)
+        state = Assignment.supported(graph, verdicts, target)
+        result = improve(state, legalize(state), tables, max_rounds=self.max_rounds)
+        note = (f"cost: {result.accepted} move(s) kept in {result.rounds} round(s); predicted "
+                f"{ms(result.start_total)} (greedy) -> {ms(result.total)} under {model.name}")
+        return make_plan(self, state, result.regions, [note])
