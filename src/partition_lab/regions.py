@@ -33,6 +33,7 @@ region that ever restricts another), freed when a region has no unvisited consum
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -91,7 +92,7 @@ def form_regions(graph: OpGraph, devices: Sequence[str]) -> list[list[int]]:
     expanded = _expand(graph, devices)
     root: list[int] | None = _merge(expanded, propagate=False)
     if _has_cycle(graph, root):
-        root = _regroup_cpu_islands(graph, devices, root)
+        root = _regroup_cpu_islands(graph, devices, root, expanded.regionless)
     if root is None or _has_cycle(graph, root):
         root = _merge(expanded, propagate=True)
     if _has_cycle(graph, root):  # pragma: no cover - would be a bug in the exact rule
@@ -106,41 +107,66 @@ def visiting_order(graph: OpGraph) -> list[int]:
 
 
 # ---------------------------------------------------------------------------- the TVM view
-def _expand(graph: OpGraph, devices: Sequence[str]) -> _Expanded:
+@dataclass
+class _Structure:
+    """The device-independent part of the TVM view of a graph (cached per graph)."""
+
+    parents: list[list[int]]
+    regionless: list[bool]
+    order: list[int]
+    n_real: int
+    # virtual tuple id -> (its fields' producers, forced to "default" by an input/constant)
+    tuples: list[tuple[int, list[int], bool]]
+    output_tuple: tuple[int, list[int]] | None
+
+
+_STRUCTURES: weakref.WeakKeyDictionary[OpGraph, _Structure] = weakref.WeakKeyDictionary()
+
+
+def _structure(graph: OpGraph) -> _Structure:
+    cached = _STRUCTURES.get(graph)
+    if cached is not None:
+        return cached
     n = len(graph)
     # networkx keeps each node's predecessors in edge insertion order, i.e. argument order.
     pred = graph.nx.pred
     preds = [list(pred[v]) for v in range(n)]
     regionless = [not graph[v].args and not graph[v].inputs and not preds[v] for v in range(n)]
     takes_input = {c for t in graph.graph_inputs.values() for c in t.consumers}
-    parents: list[list[int]] = []
-    device = list(devices)
-    for v in range(n):
-        parents.append([p for p in preds[v] if not regionless[p]])
+    parents = [[p for p in preds[v] if not regionless[p]] for v in range(n)]
+    tuples = []
     for v in range(n):
         if graph[v].op in TUPLE_ARG_OPS and preds[v]:
-            field_devices = {devices[p] for p in preds[v]}
-            mixed = len(field_devices) > 1 or v in takes_input or bool(graph[v].weights)
-            tuple_id = len(parents)
+            forced = v in takes_input or bool(graph[v].weights)
+            tuples.append((len(parents), preds[v], forced))
             parents.append(parents[v])
-            device.append(DEFAULT_DEVICE if mixed else field_devices.pop())
             regionless.append(False)
-            parents[v] = [tuple_id]
-    roots = _output_roots(graph, parents, device, regionless, devices)
-    return _Expanded(parents, device, regionless, _post_order(parents, roots, n), n)
-
-
-def _output_roots(graph: OpGraph, parents: list[list[int]], device: list[str],
-                  regionless: list[bool], devices: Sequence[str]) -> list[int]:
-    """DFS roots: the body ``Tuple`` of a function with several outputs, else the output node."""
+            parents[v] = [len(parents) - 1]
     out_nodes = list(dict.fromkeys(node for node, _ in graph.outputs))
-    if len(out_nodes) <= 1:
-        return out_nodes
-    field_devices = {devices[v] for v in out_nodes}
-    parents.append([v for v in out_nodes if not regionless[v]])
-    device.append(field_devices.pop() if len(field_devices) == 1 else DEFAULT_DEVICE)
-    regionless.append(False)
-    return [len(parents) - 1]
+    output_tuple = None
+    roots = out_nodes
+    if len(out_nodes) > 1:
+        output_tuple = (len(parents), out_nodes)
+        parents.append([v for v in out_nodes if not regionless[v]])
+        regionless.append(False)
+        roots = [len(parents) - 1]
+    structure = _Structure(parents, regionless, _post_order(parents, roots, n), n, tuples,
+                           output_tuple)
+    _STRUCTURES[graph] = structure
+    return structure
+
+
+def _expand(graph: OpGraph, devices: Sequence[str]) -> _Expanded:
+    s = _structure(graph)
+    device = list(devices)
+    for _, fields, forced in s.tuples:
+        field_devices = {devices[p] for p in fields}
+        common = len(field_devices) == 1 and not forced
+        device.append(field_devices.pop() if common else DEFAULT_DEVICE)
+    if s.output_tuple is not None:
+        field_devices = {devices[v] for v in s.output_tuple[1]}
+        device.append(field_devices.pop() if len(field_devices) == 1 else DEFAULT_DEVICE)
+    return _Expanded(s.parents, device, s.regionless, s.order, s.n_real)
 
 
 def _post_order(parents: list[list[int]], roots: list[int], n_real: int) -> list[int]:
@@ -300,8 +326,8 @@ def _merge(expanded: _Expanded, propagate: bool) -> list[int]:
     return [merger.find(v) for v in range(expanded.n_real)]
 
 
-def _regroup_cpu_islands(graph: OpGraph, devices: Sequence[str],
-                         root: list[int]) -> list[int] | None:
+def _regroup_cpu_islands(graph: OpGraph, devices: Sequence[str], root: list[int],
+                         regionless: Sequence[bool]) -> list[int] | None:
     """Keep TVM's accelerator regions and regroup only the CPU nodes, by the exact rule.
 
     TVM's cycles go through CPU ("default") regions, which ``PartitionGraph`` does not outline,
@@ -322,17 +348,16 @@ def _regroup_cpu_islands(graph: OpGraph, devices: Sequence[str],
             device.append(devices[v] if key == v else f"{devices[v]}\0{root[v]}")
         node_of[v] = node_of[key]
     parent_sets: list[dict[int, None]] = [{} for _ in device]
-    regionless = [False] * len(device)
+    alone = [False] * len(device)  # zero-argument calls stay alone, as in TVM
     for v in range(n):
         mine = node_of[v]
+        alone[mine] = regionless[v]
         for p in graph.nx.predecessors(v):
-            if node_of[p] != mine:
+            if node_of[p] != mine and not regionless[p]:
                 parent_sets[mine][node_of[p]] = None
-        if devices[v] == DEFAULT_DEVICE and not graph[v].args and not parent_sets[mine]:
-            regionless[mine] = True
     parents = [list(ps) for ps in parent_sets]
     order = _post_order(parents, [], len(device))
-    contracted = _Expanded(parents, device, regionless, order, len(device))
+    contracted = _Expanded(parents, device, alone, order, len(device))
     merged = _merge(contracted, propagate=True)
     return [merged[node_of[v]] for v in range(n)]
 

@@ -1,0 +1,198 @@
+"""Side-by-side comparison of partitioning strategies on one graph, target and cost model.
+
+:func:`compare_plans` runs every strategy (or the ones asked for) on an
+:class:`~partition_lab.graph.OpGraph` with its support verdicts and prices each plan with
+:func:`~partition_lab.cost_models.base.evaluate`. The Relay-level entry point
+``partition_lab.compare(mod, target, ...)`` wraps it.
+
+JSON schema ``partition_lab.compare/1`` (:meth:`Comparison.to_dict`; keys always present)::
+
+    {"schema": "partition_lab.compare/1",
+     "graph": str, "target": str, "cost_model": str, "ops": int,
+     "best": str | null,                       # strategy with the lowest total among applicable
+     "rows": [{"strategy": str, "applicable": bool,
+               "accel_regions": int | null, "ops_on_accel": int | null,
+               "tensors_crossing": int | null, "bytes_crossing": float | null,
+               "compute_cpu_s": float | null, "compute_accel_s": float | null,
+               "transfer_s": float | null, "overhead_s": float | null, "total_s": float | null,
+               "partition_s": float,           # wall time of the strategy itself
+               "notes": [str]}]}               # strategy notes, or why it is not applicable
+
+Numbers are null exactly when ``applicable`` is false (``all_accel`` on a graph with an
+unsupported op).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .cost_models.base import CostBreakdown, CostModel, evaluate
+from .graph import OpGraph
+from .plan import PartitionPlan, Verdict
+from .strategies import NotApplicableError, Strategy, available_strategies, get_strategy
+
+SCHEMA = "partition_lab.compare/1"
+
+
+@dataclass(frozen=True)
+class ComparisonRow:
+    """One strategy's plan, priced. Numbers are None when the strategy is not applicable."""
+
+    strategy: str
+    applicable: bool
+    accel_regions: int | None = None
+    ops_on_accel: int | None = None
+    tensors_crossing: int | None = None
+    bytes_crossing: float | None = None
+    compute_cpu_s: float | None = None
+    compute_accel_s: float | None = None
+    transfer_s: float | None = None
+    overhead_s: float | None = None
+    total_s: float | None = None
+    partition_s: float = 0.0
+    notes: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "strategy": self.strategy, "applicable": self.applicable,
+            "accel_regions": self.accel_regions, "ops_on_accel": self.ops_on_accel,
+            "tensors_crossing": self.tensors_crossing, "bytes_crossing": self.bytes_crossing,
+            "compute_cpu_s": self.compute_cpu_s, "compute_accel_s": self.compute_accel_s,
+            "transfer_s": self.transfer_s, "overhead_s": self.overhead_s,
+            "total_s": self.total_s, "partition_s": self.partition_s, "notes": list(self.notes),
+        }
+
+
+@dataclass
+class Comparison:
+    """The rows of a comparison plus every plan and its cost breakdown, by strategy name."""
+
+    graph: OpGraph
+    target: str
+    cost_model: str
+    rows: list[ComparisonRow]
+    plans: dict[str, PartitionPlan] = field(default_factory=dict)
+    breakdowns: dict[str, CostBreakdown] = field(default_factory=dict)
+
+    def row(self, strategy: str) -> ComparisonRow:
+        for row in self.rows:
+            if row.strategy == strategy:
+                return row
+        raise KeyError(strategy)
+
+    def best(self) -> ComparisonRow | None:
+        """The applicable row with the lowest predicted total (first in row order on ties)."""
+        ranked = [(r.total_s, i, r) for i, r in enumerate(self.rows)
+                  if r.applicable and r.total_s is not None]
+        return min(ranked)[2] if ranked else None
+
+    def to_dict(self) -> dict[str, Any]:
+        best = self.best()
+        return {
+            "schema": SCHEMA, "graph": self.graph.name, "target": self.target,
+            "cost_model": self.cost_model, "ops": len(self.graph),
+            "best": best.strategy if best else None,
+            "rows": [row.to_dict() for row in self.rows],
+        }
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent)
+
+    def to_table(self) -> str:
+        """An aligned text table (times in ms), then the notes of each strategy."""
+        header = ("strategy", "regions", "ops on accel", "cuts", "MB cut", "cpu ms",
+                  "accel ms", "copy ms", "launch ms", "total ms", "partition s")
+        lines = []
+        for row in self.rows:
+            if not row.applicable:
+                lines.append((row.strategy, "n/a", "", "", "", "", "", "", "", "",
+                               f"{row.partition_s:.3f}"))
+                continue
+            lines.append((
+                row.strategy, str(row.accel_regions), f"{row.ops_on_accel}/{len(self.graph)}",
+                str(row.tensors_crossing), f"{(row.bytes_crossing or 0) / 1e6:.3g}",
+                _ms(row.compute_cpu_s), _ms(row.compute_accel_s), _ms(row.transfer_s),
+                _ms(row.overhead_s), _ms(row.total_s), f"{row.partition_s:.3f}"))
+        widths = [max(len(str(c)) for c in col) for col in zip(header, *lines, strict=True)]
+        best = self.best()
+        out = [f"{self.graph.name or 'graph'} on {self.target} ({len(self.graph)} ops), "
+               f"cost model {self.cost_model}"]
+        out.append("  ".join(h.ljust(w) if i == 0 else h.rjust(w)
+                             for i, (h, w) in enumerate(zip(header, widths, strict=True))))
+        for cells in lines:
+            out.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w)
+                                 for i, (c, w) in enumerate(zip(cells, widths, strict=True))))
+        if best:
+            out.append(f"best: {best.strategy} ({_ms(best.total_s)} ms predicted)")
+        for row in self.rows:
+            for note in row.notes:
+                out.append(f"  {note}" if note.startswith(row.strategy) else
+                           f"  {row.strategy}: {note}")
+        return "\n".join(out)
+
+    def __str__(self) -> str:
+        return self.to_table()
+
+
+def compare_plans(
+    graph: OpGraph,
+    verdicts: Sequence[Verdict],
+    *,
+    target: str,
+    strategies: Iterable[str | Strategy] | None = None,
+    cost_model: CostModel,
+) -> Comparison:
+    """Run each strategy on ``graph`` and price its plan under ``cost_model``.
+
+    Parameters
+    ----------
+    strategies:
+        Names (default options) or configured :class:`~partition_lab.strategies.Strategy`
+        objects; default: every registered strategy.
+
+    Raises
+    ------
+    UnknownStrategyError
+        For an unknown strategy name.
+    PlanError
+        If a strategy returns a plan that fails validation (a bug, reported with evidence).
+    """
+    chosen = [get_strategy(s) if isinstance(s, str) else s
+              for s in (strategies if strategies is not None else available_strategies())]
+    rows: list[ComparisonRow] = []
+    comparison = Comparison(graph, target, cost_model.name, rows)
+    for strategy in chosen:
+        start = time.perf_counter()
+        try:
+            plan = strategy.run(graph, verdicts, target=target, cost_model=cost_model)
+        except NotApplicableError as err:
+            rows.append(ComparisonRow(strategy.name, False,
+                                      partition_s=time.perf_counter() - start,
+                                      notes=(str(err),)))
+            continue
+        elapsed = time.perf_counter() - start
+        plan.validate()
+        cost = evaluate(plan, cost_model)
+        comparison.plans[strategy.name] = plan
+        comparison.breakdowns[strategy.name] = cost
+        rows.append(ComparisonRow(
+            strategy=strategy.name, applicable=True,
+            accel_regions=len(plan.accelerator_regions),
+            ops_on_accel=len(plan.accelerator_nodes),
+            tensors_crossing=len(cost.cuts), bytes_crossing=cost.transfer_bytes,
+            compute_cpu_s=cost.compute_cpu, compute_accel_s=cost.compute_accel,
+            transfer_s=cost.transfer, overhead_s=cost.overhead, total_s=cost.total,
+            partition_s=elapsed, notes=tuple(plan.notes)))
+    return comparison
+
+
+def _ms(seconds: float | None) -> str:
+    if seconds is None or not math.isfinite(seconds):
+        return "-"
+    value = seconds * 1e3
+    return f"{value:.4g}" if abs(value) < 1e4 else f"{value:.0f}"
