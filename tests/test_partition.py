@@ -1,0 +1,166 @@
+"""partition(): plans validate, partitioned programs compute what the originals compute, and the
+field reports' stories come out as the reports tell them."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import tvm
+
+import partition_lab
+from partition_lab import zoo
+from partition_lab.api import analyze, bind_params
+from partition_lab.errors import ExclusionError, UnknownTargetError
+from partition_lab.passes import AnnotateSupport, FormRegions, OutlineRegions, PrepareForTarget
+from partition_lab.passes.tvm_reference import tvm_chain_regions
+from partition_lab.runtime import RegionExecutor, run_module
+from partition_lab.strategies import get_strategy
+
+ACCEL_TARGETS = ["neuron", "neuron@2020", "tensorcore"]
+# Outputs of the partitioned module against the unpartitioned one, both built by TVM for llvm
+# from the same prepared module: the same arithmetic, only fusion boundaries differ.
+RTOL, ATOL = 1e-5, 1e-5
+FP16_RTOL, FP16_ATOL = 1e-2, 1e-2
+
+
+def _compiler_functions(mod: tvm.IRModule) -> list:
+    return [mod[g] for g in mod.get_global_vars()
+            if mod[g].attrs is not None and "Compiler" in mod[g].attrs.keys()]
+
+
+@pytest.mark.parametrize("target", ACCEL_TARGETS)
+@pytest.mark.parametrize("frontend", ["mxnet", "onnx"])
+@pytest.mark.parametrize("model", zoo.names())
+def test_partitioned_small_model_computes_the_same(model: str, frontend: str, target: str) -> None:
+    mod, params = zoo.load(model, frontend=frontend, small=True)
+    result = partition_lab.partition(mod, target, params=params, name=model)
+    result.plan.validate()
+    assert len(_compiler_functions(result.mod)) == len(result.plan.accelerator_regions)
+    inputs = zoo.sample_inputs(model, small=True)
+    expected = run_module(result.prepared_mod, inputs)
+    got = RegionExecutor(result).run(inputs)
+    fp16 = any(t.spec.dtype == "float16" for t in result.graph.tensors)
+    rtol, atol = (FP16_RTOL, FP16_ATOL) if fp16 else (RTOL, ATOL)
+    assert len(got) == len(expected)
+    for g, e in zip(got, expected, strict=True):
+        np.testing.assert_allclose(g, e, rtol=rtol, atol=atol)
+
+
+@pytest.mark.parametrize("frontend", ["mxnet", "onnx"])
+@pytest.mark.parametrize("model", zoo.names())
+def test_greedy_matches_tvm_byoc_chain(model: str, frontend: str) -> None:
+    """Same op-support predicate (neuron@2020), same regions as TVM's three passes."""
+    mod, params = zoo.load(model, frontend=frontend, small=True)
+    analysis = analyze(mod, "neuron@2020", params=params)
+    plan = get_strategy("greedy").run(
+        analysis.graph, analysis.verdicts, target="neuron@2020")
+    ours = sorted((frozenset(r.nodes) for r in plan.accelerator_regions), key=min)
+    reference = tvm_chain_regions(analysis.relay, [v.supported for v in analysis.verdicts])
+    assert ours == reference.regions
+
+
+def test_passes_compose_with_tvm_sequential() -> None:
+    mod, params = zoo.load("simple_pose_resnet152_v1b", small=True)
+    bound = bind_params(mod, params)
+    seq = tvm.transform.Sequential([
+        PrepareForTarget("neuron@2020"),
+        AnnotateSupport("neuron@2020"),
+        FormRegions("greedy"),
+        OutlineRegions(),
+    ])
+    with tvm.transform.PassContext(opt_level=3):
+        partitioned = seq(bound)
+    direct = partition_lab.partition(mod, "neuron@2020", params=params)
+    assert len(_compiler_functions(partitioned)) == len(direct.plan.accelerator_regions) > 1
+    assert tvm.ir.structural_equal(partitioned, direct.mod, map_free_vars=True)
+
+
+# ----------------------------------------------------------------------------- the stories
+def _bn_relu_only(plan) -> list:
+    return [r for r in plan.accelerator_regions
+            if {plan.graph[n].op for n in r.nodes} <= {"nn.batch_norm", "nn.relu"}]
+
+
+def test_simple_pose_on_neuron_2020_splits_in_four_and_exclusion_gives_two() -> None:
+    mod, params = zoo.load("simple_pose_resnet152_v1b")
+    result = partition_lab.partition(mod, "neuron@2020", params=params)
+    plan = result.plan
+    assert len(plan.accelerator_regions) == 4
+    lonely = _bn_relu_only(plan)
+    assert len(lonely) == 2
+    deconvs = [n for n in result.graph if n.op == "nn.conv2d_transpose"]
+    assert len(deconvs) == 3
+    for node in deconvs:
+        assert plan.device_of(node.id) == "cpu"
+        assert "Deconvolution" in plan.decisions[node.id].reason
+    names = [result.graph[n].source_name for r in lonely for n in r.nodes]
+    # The report's excl_node_names: batchnormcudnnoff0_fwd, relu0_fwd, batchnormcudnnoff1_fwd, relu1_fwd.
+    assert sorted(names) == sorted(
+        ["batchnormcudnnoff0_fwd", "relu0_fwd", "batchnormcudnnoff1_fwd", "relu1_fwd"])
+    excluded = partition_lab.partition(mod, "neuron@2020", params=params, excl_node_names=names)
+    assert len(excluded.plan.accelerator_regions) == 2
+    for name in names:
+        node = excluded.graph.nodes_with_source_name(name)[0]
+        assert excluded.plan.device_of(node.id) == "cpu"
+        assert "excl_node_names" in excluded.plan.decisions[node.id].reason
+
+
+def test_fcn_resize_ops_stay_on_cpu_with_reason() -> None:
+    mod, params = zoo.load("fcn_resnet101_ade")
+    result = partition_lab.partition(mod, "neuron", params=params)
+    resizes = [n for n in result.graph if n.op == "image.resize2d"]
+    assert len(resizes) == 2
+    for node in resizes:
+        decision = result.plan.decisions[node.id]
+        assert decision.device == "cpu"
+        assert "_contrib_BilinearResize2D" in decision.reason
+    assert result.cost is not None
+    cut_into_resize = [c for c in result.cost.cuts
+                       if any(result.graph[n].op == "image.resize2d" for n in c.consumers)]
+    assert cut_into_resize and all(c.src == "neuron" and c.time > 0 for c in cut_into_resize)
+
+
+@pytest.mark.parametrize(("model", "eligible"), [("resnet50_v1", False), ("resnet50_v1_b32", True)])
+def test_resnet50_tensorcore_eligibility_depends_on_batch(model: str, eligible: bool) -> None:
+    mod, params = zoo.load(model)
+    result = partition_lab.partition(mod, "tensorcore", params=params)
+    convs = [n for n in result.graph if n.op == "nn.conv2d"]
+    assert len(convs) == 53
+    on_accel = [n for n in convs if result.plan.device_of(n.id) != "cpu"]
+    if eligible:
+        # Every conv but the RGB stem (cin 3) runs on the Tensor Cores at batch 32.
+        assert len(on_accel) == 52
+        stem = result.plan.decisions[convs[0].id]
+        assert "cin 3" in stem.reason
+    else:
+        assert on_accel == []
+        for node in convs:
+            assert "batch 1 is not a multiple" in result.plan.decisions[node.id].reason or (
+                "cin 3" in result.plan.decisions[node.id].reason)
+
+
+# ----------------------------------------------------------------------------- bad input
+def test_unknown_target_lists_known_ones() -> None:
+    mod, params = zoo.load("resnet50_v1", small=True)
+    with pytest.raises(UnknownTargetError, match="neuron@2020"):
+        partition_lab.partition(mod, "tpu", params=params)
+
+
+def test_exclusion_naming_no_node_lists_names() -> None:
+    mod, params = zoo.load("resnet50_v1", small=True)
+    with pytest.raises(ExclusionError, match="no node named 'relu_99_fwd'"):
+        partition_lab.partition(mod, "neuron", params=params, excl_node_names=["relu_99_fwd"])
+    with pytest.raises(ExclusionError, match="its ops are"):
+        partition_lab.partition(mod, "neuron", params=params, exclude_ops=["nn.lstm"])
+
+
+def test_plan_json_round_trips() -> None:
+    mod, params = zoo.load("fcn_resnet101_ade", small=True)
+    result = partition_lab.partition(mod, "neuron", params=params)
+    data = json.loads(result.plan.to_json())
+    again = partition_lab.PartitionPlan.from_dict(result.graph, data)
+    assert again.regions == result.plan.regions
+    assert again.decisions == result.plan.decisions
+    assert data["schema"] == "partition_lab.plan/1"
