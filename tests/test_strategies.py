@@ -1,0 +1,341 @@
+"""Strategies: registry, invariants over every strategy, optimal vs brute force, the field story."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import random
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from partition_lab import synthetic
+from partition_lab.compare import compare_plans
+from partition_lab.cost_models import evaluate, get_cost_model
+from partition_lab.errors import PartitionLabError, PlanError, UnknownStrategyError
+from partition_lab.graph import OpGraph
+from partition_lab.plan import CPU, PartitionPlan, Verdict
+from partition_lab.strategies import (
+    NotApplicableError,
+    available_strategies,
+    get_strategy,
+    option_fields,
+)
+from partition_lab.strategies.costing import CostTables
+
+ALL = ["greedy", "min_size", "no_mac", "cost", "optimal", "all_cpu", "all_accel"]
+NEURON = get_cost_model("neuron@2020")
+TENSORCORE = get_cost_model("tensorcore")
+
+
+# ---------------------------------------------------------------------------- registry
+def test_registry_lists_every_strategy_and_round_trips() -> None:
+    assert available_strategies() == ALL
+    for name in ALL:
+        strategy = get_strategy(name)
+        assert strategy.name == name
+        defaults = {key: default for key, _, default, _ in option_fields(name)}
+        assert strategy.options() == defaults
+        assert get_strategy(name, **{k: str(v) for k, v in defaults.items()}) == strategy
+
+
+def test_unknown_strategy_lists_the_known_ones() -> None:
+    with pytest.raises(UnknownStrategyError, match="available: greedy, min_size"):
+        get_strategy("fastest")
+    with pytest.raises(UnknownStrategyError):
+        option_fields("fastest")
+
+
+@pytest.mark.parametrize(("name", "options", "message"), [
+    ("min_size", {"min_op": 3}, "no option 'min_op'; its options: min_ops"),
+    ("min_size", {"min_ops": "three"}, "min_ops='three' must be an integer"),
+    ("min_size", {"min_ops": 0}, "min_ops must be >= 1"),
+    ("min_size", {"min_ops": 2.5}, "must be an integer"),
+    ("greedy", {"min_ops": 3}, "its options: none"),
+    ("optimal", {"time_limit_s": "0"}, "time_limit_s must be > 0"),
+    ("cost", {"max_rounds": True}, "must be a number"),
+])
+def test_bad_options_name_the_option(name: str, options: dict, message: str) -> None:
+    with pytest.raises(PartitionLabError, match=message):
+        get_strategy(name, **options)
+
+
+def test_option_fields_describe_the_cli_options() -> None:
+    assert option_fields("min_size") == [
+        ("min_ops", int, 3, "smallest accelerator region kept, in ops")]
+    assert get_strategy("min_size", min_ops="5").min_ops == 5
+
+
+def test_cost_strategies_need_a_cost_model() -> None:
+    graph = synthetic.chain(["nn.conv2d", "nn.relu"])
+    for name in ("cost", "optimal"):
+        with pytest.raises(PartitionLabError, match="needs a cost model"):
+            get_strategy(name).run(graph, synthetic.verdicts_by_op(graph), target="acc")
+
+
+# ---------------------------------------------------------------------------- fixtures
+def _chain_with_unsupported() -> tuple[OpGraph, list[Verdict]]:
+    ops = ["nn.conv2d", "nn.relu", "tanh", "nn.batch_norm", "nn.relu", "tanh", "nn.conv2d",
+           "nn.relu", "nn.conv2d", "tanh", "nn.relu"]
+    graph = synthetic.chain(ops, name="chain_unsupported")
+    return graph, synthetic.verdicts_by_op(graph, ["tanh"], target="neuron@2020")
+
+
+def _anchored_layered() -> tuple[OpGraph, list[Verdict]]:
+    graph = synthetic.layered_dag(120, seed=4, name="anchored")
+    return graph, synthetic.random_verdicts(graph, seed=4, unsupported=0.25, anchored=True)
+
+
+CASES = {
+    "layered": lambda: (lambda g: (g, synthetic.random_verdicts(g, seed=2, unsupported=0.2)))(
+        synthetic.layered_dag(300, seed=2)),
+    "diamond": lambda: (lambda g: (g, synthetic.verdicts_by_op(g, ["nn.relu"])))(
+        synthetic.diamond(branches=3)),
+    "chain_unsupported": _chain_with_unsupported,
+    "anchored": _anchored_layered,
+    "simple_pose_like": lambda: (lambda g: (g, synthetic.verdicts_by_op(
+        g, ["nn.conv2d_transpose"])))(synthetic.simple_pose_like()),
+    "all_supported": lambda: (lambda g: (g, synthetic.verdicts_by_op(g)))(
+        synthetic.diamond(depth=3)),
+    "random": lambda: (lambda g: (g, synthetic.random_verdicts(g, seed=9, unsupported=0.3)))(
+        synthetic.random_dag(40, seed=9, max_fan_in=3)),
+}
+
+
+# ---------------------------------------------------------------------------- invariants
+@pytest.mark.parametrize("model", [NEURON, TENSORCORE], ids=["inferentia1", "t4"])
+@pytest.mark.parametrize("case", list(CASES))
+def test_every_strategy_gives_a_valid_explained_plan_and_optimal_is_lowest(case, model) -> None:
+    graph, verdicts = CASES[case]()
+    comparison = compare_plans(graph, verdicts, target="acc", cost_model=model)
+    totals = {}
+    for row in comparison.rows:
+        if not row.applicable:
+            assert row.strategy == "all_accel"
+            assert not all(v.supported for v in verdicts) or any(v.anchor for v in verdicts)
+            continue
+        plan = comparison.plans[row.strategy]
+        plan.validate()
+        assert plan.strategy == row.strategy
+        for d in plan.decisions:
+            assert d.reason, (row.strategy, graph[d.node].name)
+            if d.device == CPU and verdicts[d.node].supported and row.strategy != "all_cpu":
+                assert "the strategy kept it on the CPU" not in d.reason, d.reason
+        tables = CostTables(graph, model)
+        on = [d.device != CPU for d in plan.decisions]
+        regions = [r.nodes for r in plan.regions]
+        assert tables.total(on, regions) == pytest.approx(row.total_s, rel=1e-9)
+        totals[row.strategy] = row.total_s
+    assert all(totals["optimal"] <= t * (1 + 1e-9) for t in totals.values()), totals
+    assert totals["cost"] <= totals["greedy"] * (1 + 1e-9)
+
+
+def test_anchorless_regions_are_dropped_with_a_reason() -> None:
+    graph = synthetic.chain(["nn.conv2d", "nn.relu", "tanh", "nn.relu", "add", "tanh",
+                             "nn.conv2d"])
+    verdicts = synthetic.verdicts_by_op(graph, ["tanh"], anchors=["nn.conv2d"],
+                                        target="tensorcore")
+    plan = get_strategy("greedy").run(graph, verdicts, target="tensorcore")
+    plan.validate()
+    assert [len(r.nodes) for r in plan.accelerator_regions] == [2, 1]
+    reason = plan.decisions[3].reason
+    assert plan.decisions[3].device == CPU
+    assert reason == ("region accel2 holds no tensorcore compute op (only nn.relu, add) "
+                      "to ride along with")
+
+
+def test_min_size_and_no_mac_say_why() -> None:
+    graph, verdicts = _chain_with_unsupported()
+    plan = get_strategy("min_size", min_ops=3).run(graph, verdicts, target="neuron@2020")
+    assert all(len(r.nodes) >= 3 for r in plan.accelerator_regions)
+    assert "(2 ops: nn.batch_norm, nn.relu) is smaller than min_ops=3" in plan.decisions[3].reason
+    plan = get_strategy("no_mac").run(graph, verdicts, target="neuron@2020")
+    assert "does no multiply-accumulate work" in plan.decisions[3].reason
+    assert all(any(graph[n].op == "nn.conv2d" for n in r.nodes) for r in plan.accelerator_regions)
+
+
+def test_all_accel_is_a_bound_only_when_everything_is_supported() -> None:
+    graph, verdicts = _chain_with_unsupported()
+    with pytest.raises(NotApplicableError, match=r"does not support 3 op\(s\) \(tanh\): tanh_2"):
+        get_strategy("all_accel").run(graph, verdicts, target="neuron@2020")
+    supported = synthetic.verdicts_by_op(graph)
+    plan = get_strategy("all_accel").run(graph, supported, target="neuron@2020")
+    assert len(plan.accelerator_nodes) == len(graph) and len(plan.regions) == 1
+
+
+def test_all_cpu_is_the_baseline() -> None:
+    graph, verdicts = _chain_with_unsupported()
+    plan = get_strategy("all_cpu").run(graph, verdicts, target="neuron@2020")
+    assert plan.accelerator_nodes == [] and len(plan.regions) == 1
+    assert plan.decisions[0].reason.startswith("all_cpu")
+    assert plan.decisions[2].reason == verdicts[2].reason
+
+
+def test_greedy_regions_are_form_regions() -> None:
+    graph, verdicts = CASES["layered"]()
+    plan = get_strategy("greedy").run(graph, verdicts, target="acc")
+    again = PartitionPlan.from_assignment(graph, "acc", "greedy",
+                                          [n for n, v in enumerate(verdicts) if v.supported],
+                                          verdicts)
+    assert [r.nodes for r in plan.regions] == [r.nodes for r in again.regions]
+
+
+def test_cost_scales_to_a_few_thousand_ops() -> None:
+    graph = synthetic.layered_dag(3000, seed=5)
+    verdicts = synthetic.random_verdicts(graph, seed=5, unsupported=0.15)
+    plan = get_strategy("cost").run(graph, verdicts, target="acc", cost_model=NEURON)
+    plan.validate()
+    greedy = get_strategy("greedy").run(graph, verdicts, target="acc")
+    assert evaluate(plan, NEURON).total < evaluate(greedy, NEURON).total
+
+
+# ---------------------------------------------------------------------------- the field story
+def test_simple_pose_story_cost_and_optimal_keep_bn_relu_regions_on_the_cpu() -> None:
+    """seeds/001: SimplePose on neuron@2020 split into 4 subgraphs, 2 of them only BN+ReLU;
+    the engineer excluded those by name (38.7 -> 32.0 ms). cost/optimal must find that alone."""
+    graph = synthetic.simple_pose_like()
+    verdicts = synthetic.verdicts_by_op(graph, ["nn.conv2d_transpose"], target="neuron@2020")
+    greedy = get_strategy("greedy").run(graph, verdicts, target="neuron@2020")
+    regions = greedy.accelerator_regions
+    assert len(regions) == 4
+    bn_relu = [r for r in regions if {graph[n].op for n in r.nodes} == {"nn.batch_norm", "nn.relu"}]
+    assert len(bn_relu) == 2
+    excluded = {n for r in bn_relu for n in r.nodes}
+    names = {graph[n].source_name for n in excluded}
+    assert names == {"batchnormcudnnoff0_fwd", "relu0_fwd", "batchnormcudnnoff1_fwd", "relu1_fwd"}
+    by_hand = PartitionPlan.from_assignment(
+        graph, "neuron@2020", "excl_node_names",
+        [n for n in greedy.accelerator_nodes if n not in excluded], verdicts)
+    assert len(by_hand.accelerator_regions) == 2
+    hand_total = evaluate(by_hand, NEURON).total
+    greedy_total = evaluate(greedy, NEURON).total
+    for name in ("cost", "optimal"):
+        plan = get_strategy(name).run(graph, verdicts, target="neuron@2020", cost_model=NEURON)
+        assert all(plan.device_of(n) == CPU for n in excluded), name
+        total = evaluate(plan, NEURON).total
+        assert total <= hand_total * (1 + 1e-9) and total < greedy_total, name
+    cost_plan = get_strategy("cost").run(graph, verdicts, target="neuron@2020",
+                                         cost_model=NEURON)
+    reason = cost_plan.decisions[min(excluded)].reason
+    assert reason.startswith("region accel2 (2 ops: nn.batch_norm, nn.relu) excluded: predicted ")
+    assert "of copies" in reason and "on CPU" in reason
+
+
+# ---------------------------------------------------------------------------- optimal
+class RandomTableModel:
+    """A cost model with arbitrary per-node times: what the optimum must be exact for."""
+
+    def __init__(self, graph: OpGraph, seed: int) -> None:
+        rng = random.Random(seed)
+        self.name = f"random-table({seed})"
+        self.cpu = [rng.uniform(0.1, 5.0) for _ in graph]
+        self.accel = [rng.uniform(0.05, 3.0) for _ in graph]
+        self.latency = rng.uniform(0.0, 1.0)
+        self.per_byte = rng.uniform(0.0, 2.0) / 256
+        self.launch = rng.choice((0.0, rng.uniform(0.0, 3.0)))
+
+    def op_time(self, node, kind) -> float:
+        return (self.cpu if kind == "cpu" else self.accel)[node.id]
+
+    def transfer_time(self, nbytes, src, dst) -> float:
+        return 0.0 if src == dst else self.latency + nbytes * self.per_byte
+
+    def region_overhead(self, kind) -> float:
+        return self.launch if kind == "accel" else 0.0
+
+
+def brute_force(graph: OpGraph, verdicts: list[Verdict], model) -> float:
+    """Minimum total over every assignment of the supported ops that validates."""
+    supported = [n for n, v in enumerate(verdicts) if v.supported]
+    best = float("inf")
+    for bits in itertools.product((False, True), repeat=len(supported)):
+        chosen = [n for n, on in zip(supported, bits, strict=True) if on]
+        plan = PartitionPlan.from_assignment(graph, "acc", "brute", chosen, verdicts)
+        try:
+            plan.validate()
+        except PlanError:
+            continue  # an accelerator region without an anchor op
+        best = min(best, evaluate(plan, model).total)
+    return best
+
+
+@st.composite
+def small_problems(draw: st.DrawFn):
+    seed = draw(st.integers(0, 2 ** 31))
+    n = draw(st.integers(1, 14))
+    graph = synthetic.random_dag(n, seed=seed, max_fan_in=draw(st.integers(1, 3)),
+                                 window=draw(st.integers(1, 5)), size=16)
+    verdicts = synthetic.random_verdicts(graph, seed=seed, unsupported=draw(
+        st.sampled_from((0.0, 0.2, 0.4))), anchored=draw(st.booleans()))
+    return graph, verdicts, RandomTableModel(graph, seed)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(small_problems())
+def test_optimal_equals_brute_force_on_small_graphs(problem) -> None:
+    graph, verdicts, model = problem
+    assume(sum(v.supported for v in verdicts) <= 11)  # keeps the brute force under a second
+    plan = get_strategy("optimal").run(graph, verdicts, target="acc", cost_model=model)
+    plan.validate()
+    assert evaluate(plan, model).total == pytest.approx(brute_force(graph, verdicts, model),
+                                                        rel=1e-9, abs=1e-12)
+    assert "proven optimal" in plan.notes[0]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(small_problems())
+def test_every_strategy_is_valid_on_random_problems(problem) -> None:
+    graph, verdicts, model = problem
+    totals = {}
+    for name in ALL:
+        try:
+            plan = get_strategy(name).run(graph, verdicts, target="acc", cost_model=model)
+        except NotApplicableError:
+            continue
+        plan.validate()
+        totals[name] = evaluate(plan, model).total
+    assert all(totals["optimal"] <= t * (1 + 1e-9) + 1e-12 for t in totals.values())
+
+
+def test_optimal_reports_its_gap_beyond_the_exact_limit() -> None:
+    graph, verdicts = CASES["layered"]()
+    plan = get_strategy("optimal", exact_limit=4).run(graph, verdicts, target="acc",
+                                                      cost_model=NEURON)
+    note = plan.notes[0]
+    assert note.startswith("optimal: ")
+    assert "proven optimal" in note or ("of the lower bound" in note and "region launch" in note)
+
+
+# ---------------------------------------------------------------------------- compare
+def test_compare_table_json_and_best() -> None:
+    graph, verdicts = _chain_with_unsupported()
+    comparison = compare_plans(graph, verdicts, target="neuron@2020", cost_model=NEURON)
+    assert [r.strategy for r in comparison.rows] == ALL
+    assert comparison.row("all_accel").applicable is False
+    assert comparison.row("all_accel").total_s is None
+    best = comparison.best()
+    assert best is not None
+    assert best.total_s == min(r.total_s for r in comparison.rows if r.applicable)
+    data = json.loads(comparison.to_json())
+    assert data["schema"] == "partition_lab.compare/1"
+    assert data["best"] == best.strategy
+    assert set(data["rows"][0]) == {
+        "strategy", "applicable", "accel_regions", "ops_on_accel", "tensors_crossing",
+        "bytes_crossing", "compute_cpu_s", "compute_accel_s", "transfer_s", "overhead_s",
+        "total_s", "partition_s", "notes"}
+    table = comparison.to_table()
+    for name in ALL:
+        assert name in table
+    assert "n/a" in table and f"best: {best.strategy}" in table
+    greedy = comparison.row("greedy")
+    assert greedy.total_s == pytest.approx(
+        greedy.compute_cpu_s + greedy.compute_accel_s + greedy.transfer_s + greedy.overhead_s)
+
+
+def test_compare_a_subset_with_configured_strategies() -> None:
+    graph, verdicts = _chain_with_unsupported()
+    comparison = compare_plans(graph, verdicts, target="neuron@2020", cost_model=NEURON,
+                               strategies=["greedy", get_strategy("min_size", min_ops=5)])
+    assert [r.strategy for r in comparison.rows] == ["greedy", "min_size"]
+    assert comparison.plans["min_size"].options == {"min_ops": 5}
