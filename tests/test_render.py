@@ -326,3 +326,11 @@ def test_side_by_side_keeps_both_drawings_in_order(tmp_path):
     assert [text for _, text in headers] == ["before", "after"]  # left to right
     assert "sortv" not in before.source  # the caller's drawing is not modified
     assert sorted(p.name for p in tmp_path.iterdir()) == ["both.svg"]
+
+
+def test_written_files_get_the_usual_permissions(tmp_path):
+    plan, cost = pose_like()
+    path = render.write(plan, tmp_path / "plan.dot", cost)
+    mask = os.umask(0)
+    os.umask(mask)
+    assert path.stat().st_mode & 0o777 == 0o666 & ~mask

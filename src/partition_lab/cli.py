@@ -36,11 +36,18 @@ MODEL_HELP = ("an .onnx file, an MXNet -symbol.json (its .params beside it), or 
               "(zoo:NAME:small for the small variant; see 'partition-lab zoo')")
 
 COMPARE_JSON_DOC = """\
---json prints one object (schema "partition_lab.compare/1"): the model, target and cost model,
-and "rows", one per strategy in the order run, each with: strategy, options, regions
-(accelerator regions), cpu_islands, accel_ops, total_ops, cut_tensors, cut_bytes, and the
-predicted seconds compute_cpu_s, compute_accel_s, transfer_s, overhead_s, total_s, plus notes.
-Keys are stable; new keys may be added, existing ones are not renamed.
+--json prints one object, schema "partition_lab.compare/1" (keys always present):
+  {"schema": "partition_lab.compare/1", "graph": str, "target": str, "cost_model": str,
+   "ops": int, "best": str | null,          # lowest predicted total among applicable rows
+   "rows": [{"strategy": str, "applicable": bool,
+             "accel_regions": int, "ops_on_accel": int,
+             "tensors_crossing": int, "bytes_crossing": float,
+             "compute_cpu_s": float, "compute_accel_s": float, "transfer_s": float,
+             "overhead_s": float, "total_s": float,   # predicted seconds
+             "partition_s": float,                    # wall time of the strategy itself
+             "notes": [str]}]}
+Numbers are null exactly when "applicable" is false (all_accel on a model with an
+unsupported op). Keys are stable: new keys may be added, none renamed or removed.
 """
 
 
@@ -157,7 +164,7 @@ def _add_model_options(sub: argparse.ArgumentParser, *, optional_model: bool = F
                          help=f"partition strategy; default {DEFAULT_STRATEGY}")
     sub.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                      help="a strategy option (e.g. min_size=3), or else a target option "
-                          "(e.g. fp32=true); repeatable")
+                          "(e.g. precision=fp32 for tensorcore); repeatable")
     sub.add_argument("--input-shape", action="append", default=[], metavar="NAME=1,3,224,224",
                      help="the shape of a model input (model files only); repeatable")
     sub.add_argument("--exclude-node", action="append", default=[], metavar="NAME",
@@ -302,7 +309,7 @@ def resolve_job(args: argparse.Namespace, *, default_model: bool = False) -> Job
         strategy = strategy or DEFAULT_MODEL_STRATEGY
     target_name, strategy = target_name or DEFAULT_TARGET, strategy or DEFAULT_STRATEGY
     options = parse_options(args.option)
-    strategy_fields = set(strategies.option_fields(strategy)) if strategy else set()
+    strategy_fields = {field[0] for field in strategies.option_fields(strategy)}
     strategy_options = {k: v for k, v in options.items() if k in strategy_fields}
     target_options = {k: v for k, v in options.items() if k not in strategy_fields}
     strategies.get_strategy(strategy, **strategy_options)  # raises UnknownStrategyError

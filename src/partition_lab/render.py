@@ -30,6 +30,7 @@ from __future__ import annotations
 import colorsys
 import hashlib
 import os
+import re
 import subprocess
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
@@ -58,10 +59,12 @@ TARGET_COLOURS = {
     "tensorcore": ("#5f9400", "#e6f4cc"),
     "neuron": ("#d97f00", "#ffecd1"),
 }
-REASON_CHARS = 84
+REASON_CHARS = 126
 """Visible length of a CPU op's reason; the full text is in the tooltip."""
 REASON_WIDTH = 42
 """Characters per line of a visible reason (it wraps onto two lines)."""
+HEADER_WIDTH = 96
+"""Characters per line of the summary in the header (long notes wrap)."""
 SMALL_REGION = 4
 """A collapsed region of at most this many ops lists them by name instead of by histogram."""
 
@@ -201,6 +204,7 @@ def write_atomic(path: str | os.PathLike[str], data: bytes) -> Path:
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual permissions
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
         os.replace(tmp, path)
@@ -208,6 +212,12 @@ def write_atomic(path: str | os.PathLike[str], data: bytes) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def _umask() -> int:
+    mask = os.umask(0)  # reading the umask means setting it; put it straight back
+    os.umask(mask)
+    return mask
 
 
 def target_colours(target: str) -> tuple[str, str]:
@@ -396,7 +406,8 @@ def _add_island_summary(dot: graphviz.Digraph, view: _PlanView, region: Region) 
         reason_lines.extend(_wrap(f"{count}x {gist}" if len(region.nodes) > 1 else gist,
                                   REASON_WIDTH + 8))
     if len(ranked) > 3:
-        reason_lines.append(f"... {len(ranked) - 3} more reasons (see tooltip)")
+        more = len(ranked) - 3
+        reason_lines.append(f"... {more} more reason{'s' if more > 1 else ''} (see tooltip)")
     tooltip = [f"{region.label}: CPU island", _histogram(ops, top=None),
                *(f"{count}x {reason}" for reason, count in sorted(full.items()))]
     dot.node(_region_id(region),
@@ -485,11 +496,11 @@ def _summary_lines(view: _PlanView) -> list[str]:
     nbytes = sum(cut.nbytes for cut in view.cuts.values())
     lines.append(f"{len(view.cuts)} tensor copies between devices, {format_bytes(nbytes)}")
     if cost is not None:
-        lines.append(f"predicted {format_time(cost.total)} ({cost.model}) = "
-                     f"CPU {format_time(cost.compute_cpu)}"
-                     f" + accelerator {format_time(cost.compute_accel)}")
-        lines.append(f"    + copies {format_time(cost.transfer)}"
+        lines.append(f"predicted {format_time(cost.total)} = CPU {format_time(cost.compute_cpu)}"
+                     f" + accelerator {format_time(cost.compute_accel)}"
+                     f" + copies {format_time(cost.transfer)}"
                      f" + invocations {format_time(cost.overhead)}")
+        lines.append(f"cost model: {cost.model}")
     lines.extend(f"note: {note}" for note in plan.notes)
     return lines
 
@@ -503,21 +514,20 @@ def _add_header(dot: graphviz.Digraph, view: _PlanView, title: str | None) -> No
     plan = view.plan
     title = title or f"{plan.graph.name or 'graph'} on {plan.target}, strategy {plan.strategy}"
     copy = "shape, size, predicted copy time" if view.cost else "shape, size"
+    # Coloured symbols inline, not swatch cells: a nested table would stretch to the header's
+    # width and push the explanations away from their swatches.
     legend = [
-        (f'<TD BORDER="1" BGCOLOR="{view.fill}" COLOR="{view.line}">   </TD>',
-         f"{_html(plan.target)} region"),
-        (f'<TD BORDER="1" BGCOLOR="{CPU_FILL}" COLOR="{CPU_LINE}" STYLE="dashed">   </TD>',
-         "on the CPU, with the reason (full text in the SVG tooltip)"),
-        (f'<TD><FONT COLOR="{CUT_COLOUR}" POINT-SIZE="14"><B>&#8594;</B></FONT></TD>',
-         f"copy between devices: {copy}"),
+        f'<FONT COLOR="{view.line}" POINT-SIZE="14">&#9632;</FONT>  {_html(plan.target)} region',
+        f'<FONT COLOR="{CPU_LINE}" POINT-SIZE="14">&#9633;</FONT>  on the CPU, with the reason '
+        "(full text in the SVG tooltip)",
+        f'<FONT COLOR="{CUT_COLOUR}" POINT-SIZE="14"><B>&#8594;</B></FONT>  copy between '
+        f"devices: {copy}",
     ]
-    rows = [f'<TR><TD COLSPAN="2" ALIGN="LEFT"><FONT POINT-SIZE="14"><B>{_html(title)}</B>'
-            "</FONT></TD></TR>"]
-    rows += [f'<TR><TD COLSPAN="2" ALIGN="LEFT">{_html(line)}</TD></TR>'
-             for line in _summary_lines(view)]
-    rows += [f'<TR>{swatch}<TD ALIGN="LEFT">{text}</TD></TR>' for swatch, text in legend]
-    table = ('<<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="2" CELLPADDING="2">'
-             f'{"".join(rows)}</TABLE>>')
+    rows = [f'<FONT POINT-SIZE="14"><B>{_html(title)}</B></FONT>']
+    rows += [_html(part) for line in _summary_lines(view) for part in _wrap(line, HEADER_WIDTH)]
+    rows += legend
+    body = "".join(f'<TR><TD ALIGN="LEFT">{row}</TD></TR>' for row in rows)
+    table = f'<<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="1" CELLPADDING="2">{body}</TABLE>>'
     with dot.subgraph(name="header") as header:
         header.attr(rank="source")
         header.node("header", table, shape="plaintext", style="", fontsize="11")
@@ -557,13 +567,13 @@ def _size_line(view: _PlanView, region: Region) -> str:
 
 def _short_reason(reason: str, op: str) -> str:
     """The gist of a reason: without a leading "<op>" (the node already shows it) and without
-    the parenthesised explanation, clipped to :data:`REASON_CHARS`."""
+    parenthesised details, clipped to :data:`REASON_CHARS`."""
     text = reason.strip()
     for prefix in (f"{op}:", f"{op} "):  # "nn.dense: batch 1 ..." or "sign is not in ..."
         if text.startswith(prefix):
             text = text[len(prefix):].strip()
-    head = text.split(" (", 1)[0].strip() or text
-    return _clip(head, REASON_CHARS)
+    gist = re.sub(r"\s*\([^()]*\)", "", text).strip() or text
+    return _clip(gist, REASON_CHARS)
 
 
 def _histogram(ops: Iterable[str], top: int | None = 4) -> str:

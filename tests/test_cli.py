@@ -1,0 +1,219 @@
+"""The partition-lab command line: help, outputs, and one-line errors with exit code 2.
+
+Most tests call ``main(argv)`` in-process (fast); one runs the installed console script to check
+the real exit status and that no traceback reaches the user. Models: a five-op ONNX file built
+here, and the small variant of a zoo model.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from partition_lab.cli import COMPARE_JSON_DOC, main, parse_input_shapes, parse_options
+
+SVG = "{http://www.w3.org/2000/svg}"
+COMMANDS = ["viz", "partition", "compare", "targets", "zoo"]
+ZOO_SMALL = "zoo:simple_pose_resnet152_v1b:small"
+
+
+@pytest.fixture(scope="module")
+def tiny_onnx(tmp_path_factory) -> Path:
+    """conv -> relu -> sign -> conv -> relu: Sign is not in neuron's list, so it splits the net."""
+    rng = np.random.default_rng(0)
+    w0 = numpy_helper.from_array(rng.standard_normal((8, 3, 3, 3)).astype("float32"), "w0")
+    w1 = numpy_helper.from_array(rng.standard_normal((8, 8, 3, 3)).astype("float32"), "w1")
+    nodes = [
+        helper.make_node("Conv", ["data", "w0"], ["c0"], name="conv0", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c0"], ["r0"], name="relu0"),
+        helper.make_node("Sign", ["r0"], ["e0"], name="sign0"),
+        helper.make_node("Conv", ["e0", "w1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["out"], name="relu1"),
+    ]
+    graph = helper.make_graph(
+        nodes, "tiny", [helper.make_tensor_value_info("data", TensorProto.FLOAT, [1, 3, 16, 16])],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, [1, 8, 16, 16])],
+        initializer=[w0, w1])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    onnx.checker.check_model(model)
+    path = tmp_path_factory.mktemp("models") / "tiny.onnx"
+    onnx.save(model, str(path))
+    return path
+
+
+def run(argv, capsys) -> tuple[int, str, str]:
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+# ---------------------------------------------------------------------------------- help
+@pytest.mark.parametrize("command", [[], *([c] for c in COMMANDS)])
+def test_every_help_exits_0_with_examples(command, capsys):
+    code, out, err = run([*command, "--help"], capsys)
+    assert code == 0 and err == ""
+    assert "examples:" in out and "usage: partition-lab" in out
+
+
+def test_compare_help_documents_the_json():
+    # The documented keys must be the ones compare --json prints (checked in test_compare_json).
+    from partition_lab.cli import COMPARE_JSON_DOC
+
+    assert "total_s" in COMPARE_JSON_DOC and "rows" in COMPARE_JSON_DOC
+
+
+# ---------------------------------------------------------------------------------- parsing
+def test_parse_input_shapes():
+    assert parse_input_shapes(["data=1,3,224,224", "mask=2x5"]) == {
+        "data": (1, 3, 224, 224), "mask": (2, 5)}
+    for bad in ["data", "data=", "=1,2", "data=1,,2", "data=1,a", "data=0,3"]:
+        with pytest.raises(Exception, match="bad --input-shape"):
+            parse_input_shapes([bad])
+
+
+def test_parse_options_types():
+    assert parse_options(["min_size=3", "fp32=true", "gain=0.5", "precision=fp32", "max-ops=2"]) == {
+        "min_size": 3, "fp32": True, "gain": 0.5, "precision": "fp32", "max_ops": 2}
+
+
+# ---------------------------------------------------------------------------------- errors
+def assert_one_line_error(code: int, err: str, *needles: str) -> None:
+    assert code == 2
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("partition-lab: error: ")
+    assert "Traceback" not in err
+    for needle in needles:
+        assert needle in lines[0]
+
+
+@pytest.mark.parametrize("case", ["missing", "corrupt", "target", "strategy", "shape", "usage",
+                                  "suffix", "zoo-name"])
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(case, tiny_onnx, tmp_path, capsys):
+    corrupt = tmp_path / "corrupt.onnx"
+    corrupt.write_bytes(b"\x08\x07this is not a protobuf" * 10)
+    output = tmp_path / "out.svg"
+    argv = {
+        "missing": ["viz", tmp_path / "missing.onnx"],
+        "corrupt": ["viz", corrupt],
+        "target": ["viz", tiny_onnx, "--target", "no_such_target"],
+        "strategy": ["viz", tiny_onnx, "--strategy", "no_such_strategy"],
+        "shape": ["viz", tiny_onnx, "--input-shape", "data=1,3,x"],
+        "usage": ["viz", tiny_onnx, "--no-such-flag"],
+        "suffix": ["viz", tiny_onnx],
+        "zoo-name": ["viz", "zoo:no_such_model"],
+    }[case]
+    out_name = tmp_path / "out.jpg" if case == "suffix" else output
+    code, _, err = run([*argv, "-o", out_name], capsys)
+    needles = {"missing": ["missing.onnx"], "target": ["no_such_target"],
+               "strategy": ["no_such_strategy"], "shape": ["data=1,3,x"],
+               "usage": ["--no-such-flag"], "suffix": [".jpg"],
+               "zoo-name": ["no_such_model"]}.get(case, [])
+    assert_one_line_error(code, err, *needles)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["corrupt.onnx"]
+
+
+def test_partition_failure_writes_neither_file(tiny_onnx, tmp_path, capsys):
+    code, _, err = run(["partition", tiny_onnx, "--exclude-node", "no_such_node",
+                        "-o", tmp_path / "plan.json"], capsys)
+    assert_one_line_error(code, err, "no_such_node")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_console_script_exit_status_and_no_traceback(tmp_path):
+    script = shutil.which("partition-lab") or str(Path(__file__).parents[1] / ".venv/bin/partition-lab")
+    proc = subprocess.run([script, "viz", str(tmp_path / "nope.onnx")], capture_output=True,
+                          text=True, check=False)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert_one_line_error(proc.returncode, proc.stderr, "nope.onnx")
+
+
+def test_debug_shows_the_traceback(tmp_path, capsys):
+    code, _, err = run(["viz", tmp_path / "nope.onnx", "--debug"], capsys)
+    assert code == 2
+    assert "Traceback" in err and err.splitlines()[-1].startswith("partition-lab: error: ")
+
+
+# ---------------------------------------------------------------------------------- commands
+def svg_clusters_and_cut_labels(path: Path) -> tuple[list[str], list[list[str]]]:
+    svg = ET.parse(path).getroot()
+    clusters, labelled = [], []
+    for g in svg.iter(f"{SVG}g"):
+        if g.get("class") == "cluster":
+            clusters.append(g.find(f"{SVG}title").text)
+        elif g.get("class") == "edge":
+            words = [t.text for t in g.iter(f"{SVG}text")]
+            if words:
+                labelled.append(words)
+    return clusters, labelled
+
+
+def test_viz_onnx_file_draws_regions_and_cuts(tiny_onnx, tmp_path, capsys):
+    out = tmp_path / "tiny.svg"
+    code, stdout, err = run(["viz", tiny_onnx, "--target", "neuron", "--expand", "-o", out],
+                            capsys)
+    assert code == 0, err
+    assert f"wrote {out}" in stdout
+    clusters, labelled = svg_clusters_and_cut_labels(out)
+    assert clusters == ["cluster_accel0", "cluster_accel2"]  # sign splits the two conv blocks
+    assert len(labelled) == 4  # input in, to sign, back from sign, output out
+    assert all(words[0].startswith("float32[1,") for words in labelled)
+    assert "sign is not in neuron" in out.read_text()
+
+
+def test_viz_zoo_model_svg(tmp_path, capsys):
+    out = tmp_path / "pose.svg"
+    code, _, err = run(["viz", ZOO_SMALL, "--target", "neuron@2020", "-o", out], capsys)
+    assert code == 0, err
+    clusters, labelled = svg_clusters_and_cut_labels(out)
+    assert len(clusters) >= 2 and len(labelled) >= len(clusters)
+    assert any("B" in " ".join(words) for words in labelled)  # bytes on aggregated edges
+
+
+def test_viz_dot_is_identical_across_runs(tiny_onnx, tmp_path, capsys):
+    first, second = tmp_path / "a.dot", tmp_path / "b.dot"
+    for path in (first, second):
+        assert run(["viz", tiny_onnx, "--strategy", "cost", "-o", path], capsys)[0] == 0
+    assert first.read_bytes() == second.read_bytes()
+    assert first.read_text().startswith("digraph")
+
+
+def test_partition_writes_plan_json_and_relay_text(tiny_onnx, tmp_path, capsys):
+    out = tmp_path / "plan.json"
+    code, stdout, err = run(["partition", tiny_onnx, "--target", "neuron", "-o", out], capsys)
+    assert code == 0, err
+    plan = json.loads(out.read_text())
+    assert plan["schema"] == "partition_lab.plan/1" and plan["target"] == "neuron"
+    sign = [n for n in plan["nodes"] if n["op"] == "sign"]
+    assert sign and sign[0]["device"] == "cpu" and "not in neuron" in sign[0]["reason"]
+    relay = (tmp_path / "plan.relay").read_text()
+    assert 'Compiler="neuron"' in relay
+    assert "accelerator region" in stdout
+
+
+def test_compare_json(tiny_onnx, capsys):
+    code, stdout, err = run(["compare", tiny_onnx, "--strategies", "greedy,all_cpu", "--json"],
+                            capsys)
+    assert code == 0, err
+    data = json.loads(stdout)
+    assert [row["strategy"] for row in data["rows"]] == ["greedy", "all_cpu"]
+    documented = re.findall(r'"(\w+)":', COMPARE_JSON_DOC)
+    assert set(data) | set(data["rows"][0]) == set(documented)
+    code, table, _ = run(["compare", tiny_onnx, "--strategies", "greedy,all_cpu"], capsys)
+    assert code == 0 and "greedy" in table and "all_cpu" in table
+
+
+def test_targets_and_zoo_list_what_exists(capsys):
+    code, out, _ = run(["targets"], capsys)
+    assert code == 0 and "tensorcore" in out and "neuron" in out
+    code, out, _ = run(["zoo"], capsys)
+    assert code == 0 and "simple_pose_resnet152_v1b" in out and "fcn_resnet101_ade" in out
