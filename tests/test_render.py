@@ -334,3 +334,22 @@ def test_written_files_get_the_usual_permissions(tmp_path):
     mask = os.umask(0)
     os.umask(mask)
     assert path.stat().st_mode & 0o777 == 0o666 & ~mask
+
+
+def test_island_lists_the_targets_reasons_before_the_strategys():
+    plan, _ = pose_like()
+    graph, verdicts = plan.graph, plan.verdicts
+    deconv = graph.nodes_with_source_name("deconv0_fwd")[0].id
+    kept = [n.id for n in graph if n.source_name in ("deconv_bn0_fwd", "deconv_relu0_fwd",
+                                                     "deconv_add0")]
+    reasons = {n: f"region accel{10 + n} (3 ops) excluded: slower on the accelerator"
+               for n in kept}
+    moved = PartitionPlan.from_assignment(
+        graph, plan.target, "cost", [n.id for n in graph if verdicts[n.id].supported
+                                     and n.id not in kept], verdicts, reasons)
+    island = next(r for r in moved.cpu_regions if deconv in r.nodes)
+    svg = svg_of(moved, None, collapse=True)
+    lines = texts({title(g): g for g in groups(svg, "node")}[f"r{island.id}"])
+    target_line = next(i for i, t in enumerate(lines) if "Deconvolution" in t)
+    strategy_line = lines.index("3x its region excluded: slower on the accelerator")
+    assert target_line < strategy_line  # 1 rejected op listed before 3 ops the strategy moved

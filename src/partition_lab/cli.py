@@ -314,6 +314,10 @@ def resolve_job(args: argparse.Namespace, *, default_model: bool = False) -> Job
     target_options = {k: v for k, v in options.items() if k not in strategy_fields}
     strategies.get_strategy(strategy, **strategy_options)  # raises UnknownStrategyError
     targets.get_target(target_name, **target_options)  # raises UnknownTargetError
+    if args.profile:
+        from .cost_models import load_profile
+
+        load_profile(args.profile)  # raises ProfileError listing the profiles
     shapes = parse_input_shapes(args.input_shape)
     if model.startswith("zoo:"):
         from . import zoo

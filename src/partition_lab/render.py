@@ -231,7 +231,9 @@ def target_colours(target: str) -> tuple[str, str]:
 
 
 def format_time(seconds: float) -> str:
-    """A duration for a label: ``12.3 ms``, ``45.6 us``, ``1.23 s``."""
+    """A duration for a label: ``12.3 ms``, ``45.6 us``, ``1.23 s``, ``0``."""
+    if seconds == 0:
+        return "0"
     if seconds >= 1.0:
         return f"{seconds:.2f} s"
     if seconds >= 1e-3:
@@ -394,13 +396,18 @@ def _add_region_summary(dot: graphviz.Digraph, view: _PlanView, region: Region) 
 def _add_island_summary(dot: graphviz.Digraph, view: _PlanView, region: Region) -> None:
     ops = [view.graph[n].op for n in region.nodes]
     short: dict[str, int] = {}
+    rejected: set[str] = set()  # reasons the target gave, shown before the strategy's
     full: dict[str, int] = {}
     for node in region.nodes:
         reason = view.plan.decisions[node].reason
         gist = _short_reason(reason, "")  # keep the op name: an island mixes ops
+        # "region accel7 holds no ..." and "region accel9 holds no ..." count as one reason.
+        gist = re.sub(r"\bregion (accel|cpu)\d+ ", "its region ", gist)
         short[gist] = short.get(gist, 0) + 1
         full[reason] = full.get(reason, 0) + 1
-    ranked = sorted(short.items(), key=lambda kv: (-kv[1], kv[0]))
+        if not view.plan.verdicts[node].supported:
+            rejected.add(gist)
+    ranked = sorted(short.items(), key=lambda kv: (kv[0] not in rejected, -kv[1], kv[0]))
     reason_lines = []
     for gist, count in ranked[:3]:
         reason_lines.extend(_wrap(f"{count}x {gist}" if len(region.nodes) > 1 else gist,
@@ -536,7 +543,7 @@ def _add_header(dot: graphviz.Digraph, view: _PlanView, title: str | None) -> No
 # ---------------------------------------------------------------------------------- text
 def _op_lines(op: OpNode) -> list[str]:
     name = op.source_name or op.name
-    return [op.op] if name == f"{op.op}_{op.id}" else [op.op, _clip(name, 40)]
+    return [op.op] if name == f"{op.op}_{op.id}" else [op.op, _clip_middle(name, 40)]
 
 
 def _op_tooltip(op: OpNode, reason: str) -> list[str]:
@@ -566,14 +573,20 @@ def _size_line(view: _PlanView, region: Region) -> str:
 
 
 def _short_reason(reason: str, op: str) -> str:
-    """The gist of a reason: without a leading "<op>" (the node already shows it) and without
-    parenthesised details, clipped to :data:`REASON_CHARS`."""
+    """The gist of a reason: without a leading "<op>" (the node already shows it), without
+    parenthesised details and after-semicolon remarks, clipped to :data:`REASON_CHARS`."""
     text = reason.strip()
     for prefix in (f"{op}:", f"{op} "):  # "nn.dense: batch 1 ..." or "sign is not in ..."
         if text.startswith(prefix):
             text = text[len(prefix):].strip()
-    gist = re.sub(r"\s*\([^()]*\)", "", text).strip() or text
-    return _clip(gist, REASON_CHARS)
+    gist = text
+    while True:  # innermost parentheses first, until nested ones are gone too
+        shorter = re.sub(r"\s*\([^()]*\)", "", gist)
+        if shorter == gist:
+            break
+        gist = shorter
+    gist = gist.split("; ", 1)[0]  # the first clause is the verdict; the rest is commentary
+    return _clip(gist.strip() or text, REASON_CHARS)
 
 
 def _histogram(ops: Iterable[str], top: int | None = 4) -> str:
@@ -608,6 +621,14 @@ def _wrap(text: str, width: int) -> list[str]:
         else:
             lines.append(word)
     return lines
+
+
+def _clip_middle(text: str, limit: int) -> str:
+    """Shorten a node name in the middle: both its prefix and its suffix tell which node it is."""
+    if len(text) <= limit:
+        return text
+    keep = limit - 3
+    return text[: keep // 2] + "..." + text[len(text) - (keep - keep // 2):]
 
 
 def _clip(text: str, limit: int) -> str:
