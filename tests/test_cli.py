@@ -64,6 +64,20 @@ def test_every_help_exits_0_with_examples(command, capsys):
     assert "examples:" in out and "usage: partition-lab" in out
 
 
+def test_every_help_example_parses(capsys):
+    from partition_lab.cli import build_parser
+
+    parser = build_parser()
+    examples = []
+    for command in [[], *([c] for c in COMMANDS)]:
+        help_text = run([*command, "--help"], capsys)[1]
+        examples += [line.split()[1:] for line in help_text.split("examples:\n")[1].splitlines()
+                     if line.strip().startswith("partition-lab")]
+    assert len(examples) >= 12
+    for argv in examples:
+        parser.parse_args(argv)  # raises UsageError on a flag that does not exist
+
+
 def test_compare_help_documents_the_json():
     # The documented keys must be the ones compare --json prints (checked in test_compare_json).
     from partition_lab.cli import COMPARE_JSON_DOC

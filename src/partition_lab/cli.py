@@ -148,6 +148,19 @@ def _examples(*lines: str) -> str:
     return "examples:\n" + "".join(f"  {line}\n" for line in lines)
 
 
+def _choices_text() -> str:
+    """The targets, strategies and strategy options, read from their registries."""
+    from .strategies import available_strategies, option_fields
+    from .targets import available_targets
+
+    lines = [f"targets: {', '.join(available_targets())} (or a TOML/JSON target file)",
+             "strategies (options as --option KEY=VALUE, defaults shown):"]
+    for name in available_strategies():
+        options = ", ".join(f"{field}={default}" for field, _, default, _ in option_fields(name))
+        lines.append(f"  {name}" + (f" ({options})" if options else ""))
+    return "\n".join(lines) + "\n\n"
+
+
 def _add_model_options(sub: argparse.ArgumentParser, *, optional_model: bool = False,
                        strategy: bool = True) -> None:
     if optional_model:
@@ -163,7 +176,7 @@ def _add_model_options(sub: argparse.ArgumentParser, *, optional_model: bool = F
         sub.add_argument("--strategy", "-s", metavar="S",
                          help=f"partition strategy; default {DEFAULT_STRATEGY}")
     sub.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
-                     help="a strategy option (e.g. min_size=3), or else a target option "
+                     help="a strategy option (e.g. min_ops=3 for min_size), or else a target option "
                           "(e.g. precision=fp32 for tensorcore); repeatable")
     sub.add_argument("--input-shape", action="append", default=[], metavar="NAME=1,3,224,224",
                      help="the shape of a model input (model files only); repeatable")
@@ -185,14 +198,15 @@ def _add_viz(commands: Any) -> None:
         commands, "viz", "draw the partition of a model (SVG, PNG, PDF or DOT)",
         ["partition-lab viz",
          "partition-lab viz model.onnx --target neuron -o model.png",
-         "partition-lab viz zoo:resnet50_v1 --target tensorcore --input-shape data=32,3,224,224",
+         "partition-lab viz zoo:resnet50_v1_b32 --target tensorcore --option precision=fp32",
+         "partition-lab viz resnet50-symbol.json --input-shape data=32,3,224,224 -t tensorcore",
          "partition-lab viz zoo:simple_pose_resnet152_v1b --target neuron@2020 "
          "--strategy greedy --expand -o pose.svg"],
         run_viz,
         extra="Accelerator regions are coloured clusters, CPU ops grey and dashed with the reason "
               "they are not\non the accelerator; red edges are copies between devices, labelled "
               "with shape, bytes and\npredicted time. Graphs over 150 ops are collapsed to one "
-              "node per region unless --expand.\n\n")
+              "node per region unless --expand.\n\n" + _choices_text())
     _add_model_options(sub, optional_model=True)
     shape = sub.add_mutually_exclusive_group()
     shape.add_argument("--collapse", dest="collapse", action="store_true", default=None,
@@ -212,7 +226,9 @@ def _add_partition(commands: Any) -> None:
          "--exclude-node batchnormcudnnoff0_fwd -o pose.json"],
         run_partition,
         extra="With -o PLAN.json, writes the plan (every op's device, region and reason, and the "
-              "predicted\ncost) and the partitioned Relay text beside it as PLAN.relay.\n\n")
+              "predicted\ncost) and the partitioned Relay text beside it as PLAN.relay (for "
+              "reading: weights\nare elided as meta[relay.Constant] references).\n\n"
+              + _choices_text())
     _add_model_options(sub)
     sub.add_argument("-o", "--output", metavar="PLAN.json", help="write the plan as JSON here "
                      "and the partitioned Relay text with suffix .relay")
