@@ -446,7 +446,8 @@ def run_partition(args: argparse.Namespace) -> int:
 
 def run_compare(args: argparse.Namespace) -> int:
     """``partition-lab compare``: the strategies table (or JSON) for one model and target."""
-    from . import compare, strategies
+    from . import strategies
+    from .compare import compare  # the function: "from . import compare" gives the module
 
     args.strategy = None
     job = resolve_job(args)

@@ -65,6 +65,8 @@ REASON_WIDTH = 42
 """Characters per line of a visible reason (it wraps onto two lines)."""
 HEADER_WIDTH = 96
 """Characters per line of the summary in the header (long notes wrap)."""
+ISLAND_REASONS = 4
+"""Distinct reasons shown on a collapsed CPU island; the rest are in its tooltip."""
 SMALL_REGION = 4
 """A collapsed region of at most this many ops lists them by name instead of by histogram."""
 
@@ -395,25 +397,17 @@ def _add_region_summary(dot: graphviz.Digraph, view: _PlanView, region: Region) 
 
 def _add_island_summary(dot: graphviz.Digraph, view: _PlanView, region: Region) -> None:
     ops = [view.graph[n].op for n in region.nodes]
-    short: dict[str, int] = {}
-    rejected: set[str] = set()  # reasons the target gave, shown before the strategy's
     full: dict[str, int] = {}
     for node in region.nodes:
         reason = view.plan.decisions[node].reason
-        gist = _short_reason(reason, "")  # keep the op name: an island mixes ops
-        # "region accel7 holds no ..." and "region accel9 holds no ..." count as one reason.
-        gist = re.sub(r"\bregion (accel|cpu)\d+ ", "its region ", gist)
-        short[gist] = short.get(gist, 0) + 1
         full[reason] = full.get(reason, 0) + 1
-        if not view.plan.verdicts[node].supported:
-            rejected.add(gist)
-    ranked = sorted(short.items(), key=lambda kv: (kv[0] not in rejected, -kv[1], kv[0]))
     reason_lines = []
-    for gist, count in ranked[:3]:
+    ranked = _island_reasons(view, region)
+    for gist, count in ranked[:ISLAND_REASONS]:
         reason_lines.extend(_wrap(f"{count}x {gist}" if len(region.nodes) > 1 else gist,
                                   REASON_WIDTH + 8))
-    if len(ranked) > 3:
-        more = len(ranked) - 3
+    if len(ranked) > ISLAND_REASONS:
+        more = len(ranked) - ISLAND_REASONS
         reason_lines.append(f"... {more} more reason{'s' if more > 1 else ''} (see tooltip)")
     tooltip = [f"{region.label}: CPU island", _histogram(ops, top=None),
                *(f"{count}x {reason}" for reason, count in sorted(full.items()))]
@@ -422,6 +416,29 @@ def _add_island_summary(dot: graphviz.Digraph, view: _PlanView, region: Region) 
                     *_contents_lines(view, region), *reason_lines]),
              style="rounded,filled,dashed", fillcolor=CPU_FILL, color=CPU_LINE,
              fontcolor="#333333", tooltip=_text(tooltip))
+
+
+def _island_reasons(view: _PlanView, region: Region) -> list[tuple[str, int]]:
+    """The distinct short reasons of an island's ops with their counts, the target's reasons
+    (ops it rejected) first, then by count.
+
+    Reasons that differ only in the region they name ("region accel7 holds no ..." and
+    "region accel9 holds no ...") count as one, worded "its region ..."; a reason naming a
+    single region keeps the name, which the before/after pictures cross-reference.
+    """
+    groups: dict[str, dict[str, int]] = {}
+    rejected: set[str] = set()
+    for node in region.nodes:
+        gist = _short_reason(view.plan.decisions[node].reason, "")  # islands mix ops: keep op
+        key = re.sub(r"\bregion (accel|cpu)\d+ ", "its region ", gist)
+        variants = groups.setdefault(key, {})
+        variants[gist] = variants.get(gist, 0) + 1
+        if not view.plan.verdicts[node].supported:
+            rejected.add(key)
+    counted = [(key if len(variants) > 1 else next(iter(variants)), sum(variants.values()),
+                key in rejected) for key, variants in groups.items()]
+    counted.sort(key=lambda item: (not item[2], -item[1], item[0]))
+    return [(text, count) for text, count, _ in counted]
 
 
 def _contents_lines(view: _PlanView, region: Region) -> list[str]:
