@@ -19,7 +19,13 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from partition_lab.cli import COMPARE_JSON_DOC, main, parse_input_shapes, parse_options
+from partition_lab.cli import (
+    COMPARE_JSON_DOC,
+    PLAN_JSON_DOC,
+    main,
+    parse_input_shapes,
+    parse_options,
+)
 
 SVG = "{http://www.w3.org/2000/svg}"
 COMMANDS = ["viz", "partition", "compare", "targets", "zoo"]
@@ -209,6 +215,10 @@ def test_partition_writes_plan_json_and_relay_text(tiny_onnx, tmp_path, capsys):
     assert plan["schema"] == "partition_lab.plan/1" and plan["target"] == "neuron"
     sign = [n for n in plan["nodes"] if n["op"] == "sign"]
     assert sign and sign[0]["device"] == "cpu" and "not in neuron" in sign[0]["reason"]
+    documented = set(re.findall(r'"(\w+)"', PLAN_JSON_DOC.split("(keys")[1]))
+    present = {*plan, *plan["regions"][0], *plan["nodes"][0], *plan["cost"],
+               *plan["cost"]["regions"][0], *plan["cost"]["cuts"][0]}
+    assert present == documented
     relay = (tmp_path / "plan.relay").read_text()
     assert 'Compiler="neuron"' in relay
     assert "accelerator region" in stdout

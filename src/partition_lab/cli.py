@@ -51,6 +51,21 @@ unsupported op). Keys are stable: new keys may be added, none renamed or removed
 """
 
 
+PLAN_JSON_DOC = """\
+PLAN.json, schema "partition_lab.plan/1" (keys always present; seconds and bytes as floats):
+  {"schema", "graph", "target", "strategy", "options": {...}, "notes": [str],
+   "regions": [{"id", "label", "device", "nodes": [int], "ops"}],
+   "nodes": [{"id", "name", "op", "source_name", "device", "region", "reason",
+              "supported", "support_reason", "support_rule", "anchor"}],
+   "cost": {"model", "total_s", "compute_cpu_s", "compute_accel_s", "transfer_s",
+            "transfer_bytes", "overhead_s",
+            "regions": [{"region", "label", "device", "ops", "compute", "overhead", "total"}],
+            "cuts": [{"tensor", "producer", "consumers", "src", "dst", "shape", "dtype",
+                      "nbytes", "time"}]} | null}
+Nodes are in id order (a topological order); keys may be added, none renamed or removed.
+"""
+
+
 class UsageError(PartitionLabError):
     """A command-line usage error (argparse's), reported like every other error."""
 
@@ -228,7 +243,7 @@ def _add_partition(commands: Any) -> None:
         extra="With -o PLAN.json, writes the plan (every op's device, region and reason, and the "
               "predicted\ncost) and the partitioned Relay text beside it as PLAN.relay (for "
               "reading: weights\nare elided as meta[relay.Constant] references).\n\n"
-              + _choices_text())
+              + PLAN_JSON_DOC + "\n" + _choices_text())
     _add_model_options(sub)
     sub.add_argument("-o", "--output", metavar="PLAN.json", help="write the plan as JSON here "
                      "and the partitioned Relay text with suffix .relay")
