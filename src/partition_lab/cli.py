@@ -460,9 +460,14 @@ def run_partition(args: argparse.Namespace) -> int:
 
 
 def run_compare(args: argparse.Namespace) -> int:
-    """``partition-lab compare``: the strategies table (or JSON) for one model and target."""
+    """``partition-lab compare``: the strategies table (or JSON) for one model and target.
+
+    The model is prepared and its support verdicts computed once (``api.analyze``); each
+    strategy then runs on that graph (``compare.compare_plans``).
+    """
     from . import strategies
-    from .compare import compare  # the function: "from . import compare" gives the module
+    from .api import analyze
+    from .compare import compare_plans
 
     args.strategy = None
     job = resolve_job(args)
@@ -470,10 +475,15 @@ def run_compare(args: argparse.Namespace) -> int:
     for name in names or ():
         strategies.get_strategy(name)  # fail before loading on an unknown name
     mod, params = load(job, args.frontend)
-    with job.progress.step(f"comparing strategies on {job.target}"):
-        comparison = compare(mod, job.target, params=params, strategies=names,
-                             cost_model=job.profile, excl_node_names=tuple(args.exclude_node),
-                             exclude_ops=tuple(args.exclude_op), **job.target_options)
+    with job.progress.step(f"preparing for {job.target}"):
+        analysis = analyze(mod, job.target, params=params, name=model_label(job.model),
+                           excl_node_names=tuple(args.exclude_node),
+                           exclude_ops=tuple(args.exclude_op), cost_model=job.profile,
+                           **job.target_options)
+    with job.progress.step(f"comparing {len(names) if names else 'all'} strategies"):
+        comparison = compare_plans(analysis.graph, analysis.verdicts,
+                                   target=analysis.target.name, strategies=names,
+                                   cost_model=analysis.cost_model)
     print(comparison.to_json() if args.json else comparison.to_table())
     return 0
 
