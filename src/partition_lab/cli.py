@@ -3,9 +3,8 @@
 Every command exits 0 on success and 2 on any error, which it reports as one line
 ``partition-lab: error: <message>`` on stderr (``--debug`` adds the traceback). Files are written
 atomically: a failed command leaves no partial output. Progress goes to stderr, only when stderr
-is a terminal or with ``--progress``.
-
->>> main(["targets", "--help"])  # doctest: +SKIP
+is a terminal or with ``--progress``. ``main(argv)`` returns the exit status instead of exiting,
+so tests and other programs can call it.
 """
 
 from __future__ import annotations
