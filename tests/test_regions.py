@@ -389,7 +389,9 @@ def test_random_dags_match_the_reference(spec: tuple[list[Node], list[int]]) -> 
     check_partition(graph, devices, regions)
     expected, tier = reference_regions(graph, devices)
     assert regions == expected, tier
-    if tier == "tvm":
+    if tier == "tvm" and not any(node.kind == "tuple" for node in spec[0]):
+        # (a mixed Tuple is a "default" region of its own in TVM: it restricts merges across
+        # it although it is no node of ours, so maximality holds in TVM's view only)
         assert maximal(graph, devices, regions) == []
 
 

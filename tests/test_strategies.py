@@ -53,7 +53,7 @@ def test_unknown_strategy_lists_the_known_ones() -> None:
     ("min_size", {"min_ops": 0}, "min_ops must be >= 1"),
     ("min_size", {"min_ops": 2.5}, "must be an integer"),
     ("greedy", {"min_ops": 3}, "its options: none"),
-    ("optimal", {"time_limit_s": "0"}, "time_limit_s must be > 0"),
+    ("optimal", {"exact_limit": "-1"}, "exact_limit must be >= 0"),
     ("cost", {"max_rounds": True}, "must be a number"),
 ])
 def test_bad_options_name_the_option(name: str, options: dict, message: str) -> None:

@@ -37,6 +37,10 @@ import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+from scipy.sparse import csr_matrix
+from scipy.sparse.csgraph import connected_components
+
 from .graph import OpGraph
 
 DEFAULT_DEVICE = "cpu"
@@ -118,6 +122,7 @@ class _Structure:
     # virtual tuple id -> (its fields' producers, forced to "default" by an input/constant)
     tuples: list[tuple[int, list[int], bool]]
     output_tuple: tuple[int, list[int]] | None
+    edges: tuple[np.ndarray, np.ndarray] | None = None  # real edges (sources, targets)
 
 
 _STRUCTURES: weakref.WeakKeyDictionary[OpGraph, _Structure] = weakref.WeakKeyDictionary()
@@ -254,55 +259,28 @@ class _Merger:
         self.free_bits = [b for b in range(self.next_bit - 1, -1, -1) if not live >> b & 1]
         self.collect_at = max(self.collect_floor, 2 * (self.next_bit - len(self.free_bits)))
 
-    def visit(self, v: int) -> None:
-        """TVM's ``RegionMerger::VisitExpr_`` for the region of node ``v``."""
-        uf, members, restr_of, pending = self.uf, self.members, self.restr, self.pending
-        roots: list[int] = []
-        for p in self.parents[v]:
-            while uf[p] != p:  # find(), inlined: this loop is the hot path
-                uf[p] = uf[uf[p]]
-                p = uf[p]
-            pending[p] -= 1
-            if p not in roots:
-                roots.append(p)
-        dv = self.device[v]
-        restr = 0
-        for root in roots:
-            restr |= restr_of.get(root, 0)
-            if self.device[root] != dv:
-                restr |= self.token(root)
-        restr_of[v] = restr
-        absorbed = []
-        for root in roots:
-            if self.device[root] == dv and not restr & members[root]:
-                absorbed.append(root)
-                uf[root] = v
-                members[v] |= members[root]
-                pending[v] += pending[root]
-                restr_of.pop(root, None)
-            elif self.propagate:
-                self.external.setdefault(root, []).append(v)
-            elif not pending[root]:
-                restr_of.pop(root, None)  # no consumer left to read it
-        if self.propagate and absorbed:
-            self._gather_external(absorbed, v)
-            self._push_restrictions(v)
-        elif not self.propagate and not pending[v]:
-            restr_of.pop(v, None)
+    def absorb_external(self, absorbed: list[int], stale: list[int], into: int) -> None:
+        """Move the absorbed regions' visited consumers to ``into``; push it restrictions.
 
-    def _gather_external(self, absorbed: list[int], into: int) -> None:
-        lists = [self.external.pop(r) for r in absorbed if r in self.external]
+        Invariant: every visited consumer outside a region has all of the region's
+        restrictions. Consumers of an absorbed region whose own set was already as large as
+        the new region's still satisfy it; the others (``stale``) get the missing bits.
+        """
+        external = self.external
+        queue = [c for r in stale for c in external.get(r, ())]
+        lists = [external.pop(r) for r in absorbed if r in external]
         if lists:
             lists.sort(key=len)
             merged = lists.pop()  # extend the longest: linear in total over all merges
             for other in lists:
                 merged.extend(other)
-            self.external[into] = merged
+            external[into] = merged
+        if queue:
+            self.push_restrictions(into, queue)
 
-    def _push_restrictions(self, into: int) -> None:
-        """Give the restrictions of a grown region to the consumers its parts already had."""
+    def push_restrictions(self, into: int, queue: list[int]) -> None:
+        """Give region ``into``'s restrictions to the consumers in ``queue`` and onwards."""
         bits = self.restr[into]
-        queue = list(self.external.get(into, ()))
         seen = {into}
         while queue:
             region = self.find(queue.pop())
@@ -317,13 +295,58 @@ class _Merger:
 
 
 def _merge(expanded: _Expanded, propagate: bool) -> list[int]:
-    merger = _Merger(expanded, propagate)
+    """Visit the regions in TVM's order; returns the root (region name) of every real node.
+
+    The loop is TVM's ``RegionMerger::VisitExpr_`` with ``find`` and the token lookup inlined,
+    because it runs once per node: inherit the parents' restrictions, add the parents of
+    another device, absorb every same-device parent that is not restricted.
+    """
+    m = _Merger(expanded, propagate)
+    uf, members, restr_of, pending = m.uf, m.members, m.restr, m.pending
+    device, parents, regionless, external = (expanded.device, expanded.parents,
+                                             expanded.regionless, m.external)
     for v in expanded.order:
-        if not expanded.regionless[v]:
-            merger.visit(v)
-            if merger.next_bit >= merger.collect_at and not merger.free_bits:
-                merger.collect()
-    return [merger.find(v) for v in range(expanded.n_real)]
+        if regionless[v]:
+            continue
+        roots: list[int] = []
+        for p in parents[v]:
+            while uf[p] != p:
+                uf[p] = uf[uf[p]]
+                p = uf[p]
+            pending[p] -= 1
+            if p not in roots:
+                roots.append(p)
+        dv = device[v]
+        restr = 0
+        for r in roots:
+            inherited = restr_of.get(r)
+            if inherited:
+                restr |= inherited
+            if device[r] != dv:
+                restr |= m.token(r)
+        restr_of[v] = restr
+        absorbed: list[int] = []
+        stale: list[int] = []  # absorbed regions whose visited consumers miss some of restr
+        for r in roots:
+            if device[r] == dv and not restr & members[r]:
+                uf[r] = v
+                members[v] |= members[r]
+                pending[v] += pending[r]
+                if restr & ~restr_of.pop(r, 0):
+                    stale.append(r)
+                absorbed.append(r)
+            elif propagate:
+                external.setdefault(r, []).append(v)
+            elif not pending[r]:
+                restr_of.pop(r, None)  # no consumer left to read it
+        if propagate:
+            if absorbed:
+                m.absorb_external(absorbed, stale, v)
+        elif not pending[v]:
+            restr_of.pop(v, None)
+        if m.next_bit >= m.collect_at and not m.free_bits:
+            m.collect()
+    return [m.find(v) for v in range(expanded.n_real)]
 
 
 def _regroup_cpu_islands(graph: OpGraph, devices: Sequence[str], root: list[int],
@@ -363,25 +386,31 @@ def _regroup_cpu_islands(graph: OpGraph, devices: Sequence[str], root: list[int]
 
 
 # ---------------------------------------------------------------------------- results
-def _has_cycle(graph: OpGraph, root: list[int]) -> bool:
-    """Whether the region graph over the real edges has a cycle (Kahn's algorithm)."""
-    succ: dict[int, set[int]] = {}
-    indegree: dict[int, int] = dict.fromkeys(root, 0)
-    for u, v in graph.nx.edges:
-        ru, rv = root[u], root[v]
-        if ru != rv and rv not in succ.setdefault(ru, set()):
-            succ[ru].add(rv)
-            indegree[rv] += 1
-    ready = [r for r, d in indegree.items() if d == 0]
-    done = 0
-    while ready:
-        r = ready.pop()
-        done += 1
-        for s in succ.get(r, ()):
-            indegree[s] -= 1
-            if indegree[s] == 0:
-                ready.append(s)
-    return done != len(indegree)
+def _has_cycle(graph: OpGraph, root: Sequence[int]) -> bool:
+    """Whether the region graph over the real edges has a cycle.
+
+    A directed graph without self-loops is acyclic exactly when each strongly connected
+    component is a single node; scipy counts them in C.
+    """
+    us, vs = _edges(graph)
+    if len(us) == 0:
+        return False
+    names, dense = np.unique(np.asarray(root, dtype=np.int64), return_inverse=True)
+    ru, rv = dense[us], dense[vs]
+    crossing = ru != rv
+    count = len(names)
+    matrix = csr_matrix((np.ones(int(crossing.sum()), dtype=np.int8),
+                         (ru[crossing], rv[crossing])), shape=(count, count))
+    components, _ = connected_components(matrix, directed=True, connection="strong")
+    return bool(components != count)
+
+
+def _edges(graph: OpGraph) -> tuple[np.ndarray, np.ndarray]:
+    s = _structure(graph)
+    if s.edges is None:
+        pairs = np.array(list(graph.nx.edges), dtype=np.int64).reshape(-1, 2)
+        s.edges = (pairs[:, 0], pairs[:, 1])
+    return s.edges
 
 
 def _group(root: list[int], n: int) -> list[list[int]]:

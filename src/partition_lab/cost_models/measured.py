@@ -15,7 +15,7 @@ import json
 import math
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -137,6 +137,20 @@ class MeasuredCpuCostModel:
             if measured is not None:
                 return measured
         return self.base.op_time(node, kind)
+
+    def op_times_both(self, nodes: Sequence[OpNode]) -> tuple[list[float], list[float]]:
+        """All CPU and accelerator op times at once (see ``RooflineCostModel.op_times_both``)."""
+        both = getattr(self.base, "op_times_both", None)
+        if both is None:
+            cpu = [self.base.op_time(n, "cpu") for n in nodes]
+            accel = [self.base.op_time(n, "accel") for n in nodes]
+        else:
+            cpu, accel = both(nodes)
+        for i, node in enumerate(nodes):
+            measured = self.table.get(op_signature(node))
+            if measured is not None:
+                cpu[i] = measured
+        return cpu, accel
 
     def transfer_time(self, nbytes: float, src: DeviceKind, dst: DeviceKind) -> float:
         return self.base.transfer_time(nbytes, src, dst)

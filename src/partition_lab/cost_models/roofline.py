@@ -11,6 +11,7 @@ direction. :meth:`RooflineCostModel.explain` says which bound won for an op.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..errors import ProfileError
@@ -102,13 +103,38 @@ class RooflineCostModel:
         self.cpu = cpu
         self.link = link or accel.host_link or NO_LINK
         self.name = f"roofline({accel.name} + {cpu.name} over {self.link.name})"
+        # Per device kind and op class: (compute rate, memory rate); op_time runs per node.
+        self._rates = {kind: {cls: _rates(profile, cls) for cls in ("matrix", "vector", "data")}
+                       for kind, profile in (("cpu", cpu), ("accel", accel))}
 
     def __repr__(self) -> str:
         return f"RooflineCostModel({self.accel.name!r}, {self.cpu.name!r}, {self.link.name!r})"
 
     # ------------------------------------------------------------------ CostModel protocol
     def op_time(self, node: OpNode, kind: DeviceKind) -> float:
-        return self.explain(node, kind).total_s
+        """``explain(node, kind).total_s``, without building the explanation."""
+        return self._time(node, kind, op_class(node), _byte_split(node))
+
+    def op_times_both(self, nodes: Sequence[OpNode]) -> tuple[list[float], list[float]]:
+        """``([op_time(n, "cpu")...], [op_time(n, "accel")...])``: the same numbers, for a
+        whole graph at once (strategies tabulate them; this shares the per-node work)."""
+        cpu: list[float] = []
+        accel: list[float] = []
+        for node in nodes:
+            cls, split = op_class(node), _byte_split(node)
+            cpu.append(self._time(node, "cpu", cls, split))
+            accel.append(self._time(node, "accel", cls, split))
+        return cpu, accel
+
+    def _time(self, node: OpNode, kind: DeviceKind, cls: str, split: tuple[float, float]) -> float:
+        profile = self._profile(kind)
+        flop_rate, byte_rate = self._rates[kind][cls]
+        if cls == "matrix" and profile.achieved_matrix_flops:
+            achieved = profile.achieved_matrix_flops.get(_dtype_of(node))
+            if achieved is not None:
+                flop_rate = achieved.value
+        nbytes = _bytes_from_split(split, profile.float_bytes)
+        return max(node.flops / flop_rate, nbytes / byte_rate) + profile.op_overhead
 
     def transfer_time(self, nbytes: float, src: DeviceKind, dst: DeviceKind) -> float:
         if src == dst:
@@ -130,7 +156,7 @@ class RooflineCostModel:
         else:
             peak = profile.matrix_flops if cls == "matrix" else profile.vector_flops
             rate = peak * efficiency
-        nbytes = _device_bytes(node, profile.float_bytes)
+        nbytes = _bytes_from_split(_byte_split(node), profile.float_bytes)
         return OpEstimate(
             op=node.op, kind=kind, op_class=cls, flops=node.flops, nbytes=nbytes,
             compute_s=node.flops / rate,
@@ -146,20 +172,30 @@ class RooflineCostModel:
         raise ProfileError(f"unknown device kind {kind!r}; expected 'cpu' or 'accel'")
 
 
+def _rates(profile: HardwareProfile, cls: str) -> tuple[float, float]:
+    efficiency = profile.efficiency(cls)
+    peak = profile.matrix_flops if cls == "matrix" else profile.vector_flops
+    return peak * efficiency, profile.memory_bandwidth * efficiency
+
+
 def _dtype_of(node: OpNode) -> str:
     for spec in (*node.args, *node.outputs):
         return spec.dtype
     return "float32"
 
 
-def _device_bytes(node: OpNode, float_bytes: float | None) -> float:
-    """Bytes the op reads and writes on a device that may store float32 in a narrower type."""
-    if float_bytes is None:
-        return node.bytes_moved
-    total = 0.0
+def _byte_split(node: OpNode) -> tuple[float, float]:
+    """(float32 elements, bytes of everything else) that the op reads and writes."""
+    f32 = other = 0.0
     for spec in (*node.inputs, *node.weights, *node.outputs):
-        size = DTYPE_BYTES.get(spec.dtype, 4)
         if spec.dtype == "float32":
-            size = min(size, float_bytes)
-        total += math.prod(spec.shape) * size
-    return total
+            f32 += math.prod(spec.shape)
+        else:
+            other += math.prod(spec.shape) * DTYPE_BYTES.get(spec.dtype, 4)
+    return f32, other
+
+
+def _bytes_from_split(split: tuple[float, float], float_bytes: float | None) -> float:
+    """Bytes moved on a device that may store float32 in a narrower type (``float_bytes``)."""
+    f32, other = split
+    return f32 * (4 if float_bytes is None else min(4, float_bytes)) + other

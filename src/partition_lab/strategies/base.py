@@ -110,6 +110,13 @@ def legalize(state: Assignment) -> list[list[int]]:
             return regions
 
 
+def greedy_start(graph: OpGraph, verdicts: Sequence[Verdict],
+                 target: str) -> tuple[Assignment, list[list[int]]]:
+    """Every supported op on the accelerator, anchors legalised: greedy's plan, as a state."""
+    state = Assignment.supported(graph, verdicts, target)
+    return state, legalize(state)
+
+
 def accel_regions(state: Assignment, regions: Sequence[Sequence[int]]) -> list[tuple[int, list[int]]]:
     """``(index, members)`` of the accelerator regions, index = the region's plan id."""
     return [(i, list(r)) for i, r in enumerate(regions) if state.on_accel[r[0]]]

@@ -14,7 +14,7 @@ from ..cost_models.base import CostModel
 from ..errors import PartitionLabError
 from ..graph import OpGraph
 from ..plan import PartitionPlan, Verdict
-from .base import Assignment, Strategy, legalize, make_plan, ms
+from .base import Strategy, greedy_start, make_plan, ms
 from .costing import CostTables
 from .local_search import improve
 
@@ -28,18 +28,24 @@ class CostBased(Strategy):
     needs_cost_model = True
     max_rounds: int = field(default=50, metadata={
         "help": "most search rounds (each re-forms the regions once)"})
+    tolerance: float = field(default=1e-3, metadata={
+        "help": "stop once a round saves less than this fraction of the predicted total"})
 
     def check_options(self) -> None:
         if self.max_rounds < 0:
             raise PartitionLabError(f"strategy 'cost': option max_rounds must be >= 0, "
                                     f"got {self.max_rounds}")
+        if not 0 <= self.tolerance < 1:
+            raise PartitionLabError(f"strategy 'cost': option tolerance must be in [0, 1), "
+                                    f"got {self.tolerance}")
 
     def run(self, graph: OpGraph, verdicts: Sequence[Verdict], *, target: str,
             cost_model: CostModel | None = None) -> PartitionPlan:
         model = self.require_model(cost_model)
         tables = CostTables(graph, model)
-        state = Assignment.supported(graph, verdicts, target)
-        result = improve(state, legalize(state), tables, max_rounds=self.max_rounds)
+        state, regions = greedy_start(graph, verdicts, target)
+        result = improve(state, regions, tables, max_rounds=self.max_rounds,
+                         tolerance=self.tolerance)
         note = (f"cost: {result.accepted} move(s) kept in {result.rounds} round(s); predicted "
                 f"{ms(result.start_total)} (greedy) -> {ms(result.total)} under {model.name}")
         return make_plan(self, state, result.regions, [note])

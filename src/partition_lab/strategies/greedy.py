@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from ..cost_models.base import CostModel
 from ..graph import OpGraph
 from ..plan import PartitionPlan, Verdict
-from .base import Assignment, Strategy, legalize, make_plan
+from .base import Strategy, greedy_start, make_plan
 
 
 @dataclass(frozen=True)
@@ -25,5 +25,5 @@ class Greedy(Strategy):
 
     def run(self, graph: OpGraph, verdicts: Sequence[Verdict], *, target: str,
             cost_model: CostModel | None = None) -> PartitionPlan:
-        state = Assignment.supported(graph, verdicts, target)
-        return make_plan(self, state, legalize(state))
+        state, regions = greedy_start(graph, verdicts, target)
+        return make_plan(self, state, regions)

@@ -6,16 +6,20 @@ Moves, each priced with :class:`~.costing.CostTables` before it is tried:
 * absorb a CPU island of supported ops into the accelerator (merging its neighbour regions);
 * move one boundary op to the other device.
 
-Every round prices all candidate moves, applies the best non-overlapping ones at once (moves
-that touch no common tensor, so their predictions add up), re-forms and legalises the regions,
-and keeps the result only if the exact total went down; otherwise it retries the single best
-move and then gives that move up. It stops when no move is predicted to help, so each round
-costs one region formation: linear in the graph, with few rounds in practice.
+Launch savings are predicted pessimistically (a region may split, a merge may be forbidden by a
+cycle), so predictions rarely promise too much. A round prices every candidate, then walks them
+from the best down, re-pricing each against the moves already taken in this round and taking it
+while it still gains (a move never touches a node an earlier one moved); a move that did not
+gain gets another look once a neighbouring move was taken, so cascades take one round. Then the regions are
+formed again (anchors legalised) and the batch is kept if the exact total went down; otherwise
+its better half is tried, and so on, and a single move that does not help is given up. The
+search stops when no move is predicted to help; each try costs one region formation, linear in
+the graph.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from .base import Assignment, accel_regions, describe_region, legalize, ms
@@ -26,11 +30,15 @@ EPS = 1e-12
 
 @dataclass(frozen=True)
 class Move:
-    """Switch ``nodes`` to the accelerator (``to_accel``) or to the CPU, predicted to save ``gain``."""
+    """Switch ``nodes`` to the accelerator (``to_accel``) or to the CPU, predicted to save ``gain``.
+
+    ``launches`` is the region-launch time the move is expected to save (positive) or add.
+    """
 
     nodes: tuple[int, ...]
     to_accel: bool
     gain: float
+    launches: float = 0.0
     reason: str = ""
 
     @property
@@ -49,28 +57,83 @@ class SearchResult:
 
 
 def improve(state: Assignment, regions: list[list[int]], tables: CostTables, *,
-            max_rounds: int = 50) -> SearchResult:
-    """Apply cost-reducing moves to ``state`` (in place) until none helps; returns the regions."""
+            max_rounds: int = 50, tolerance: float = 0.0) -> SearchResult:
+    """Apply cost-reducing moves to ``state`` (in place) until none helps.
+
+    ``tolerance``: also stop after a round that saved less than this fraction of the total.
+    """
     total = tables.total(state.on_accel, regions)
     result = SearchResult(regions, total, total)
     tabu: set[tuple[tuple[int, ...], bool]] = set()
+    near: set[int] | None = None  # nodes changed by the last round; None: look everywhere
     while result.rounds < max_rounds:
-        moves = [m for m in candidate_moves(state, result.regions, tables)
-                 if m.gain > EPS * max(1.0, result.total) and m.key not in tabu]
-        if not moves:
-            break
+        threshold = EPS * max(1.0, result.total)
+        moves = [m for m in candidate_moves(state, result.regions, tables, near)
+                 if m.key not in tabu]
         moves.sort(key=lambda m: -m.gain)
-        batch = independent(moves, tables)
-        result.rounds += 1
-        if _try(state, batch, tables, result):
-            continue
-        if len(batch) > 1:
+        batch = _still_gaining(state, moves, tables, threshold)
+        if not batch:
+            break
+        before = result.total
+        # Keep the longest prefix of the batch that lowers the exact total, halving on failure:
+        # one move whose region effect was mispredicted costs log(batch) formations, not all.
+        while batch:
             result.rounds += 1
-            if _try(state, batch[:1], tables, result):
-                continue
-        tabu.add(batch[0].key)
-        result.rejected.append(batch[0])
+            if _try(state, batch, tables, result):
+                near = {n for move in batch for n in move.nodes}
+                break
+            if len(batch) == 1 or result.rounds >= max_rounds:
+                tabu.add(batch[0].key)
+                result.rejected.append(batch[0])
+                near = set(batch[0].nodes)
+                break
+            batch = batch[:len(batch) // 2]
+        if before - result.total < tolerance * result.total and result.total < before:
+            break
     return result
+
+
+def _still_gaining(state: Assignment, moves: list[Move], tables: CostTables,
+                   threshold: float) -> list[Move]:
+    """Take moves best first while they gain, re-pricing each against those already taken.
+
+    A move that did not gain is looked at again once a move next to it was taken: excluding
+    one region often makes its neighbour's copies, and so its exclusion, worth it (a cascade
+    that would otherwise cost one region formation per step).
+    """
+    trial = list(state.on_accel)
+    moved: set[int] = set()
+    dirty: set[int] = set()  # nodes whose move price may differ from the candidate's
+    taken: list[Move] = []
+    waiting: dict[int, list[int]] = {}  # node -> moves touching it that did not gain yet
+    queue = list(range(len(moves)))
+    queue.reverse()  # pop() from the end: best first
+    seen_again: set[int] = set()
+    while queue:
+        index = queue.pop()
+        move = moves[index]
+        if not moved.isdisjoint(move.nodes):
+            continue
+        gain = move.gain
+        if not dirty.isdisjoint(move.nodes):
+            compute, transfer = tables.move_delta(move.nodes, trial)
+            gain = move.launches - compute - transfer
+        if gain <= threshold:
+            for n in move.nodes:
+                waiting.setdefault(n, []).append(index)
+            continue
+        for n in move.nodes:
+            trial[n] = move.to_accel
+        moved.update(move.nodes)
+        dirty |= _widen(_widen(set(move.nodes), tables), tables)
+        taken.append(move)
+        for n in move.nodes:
+            for m in tables.neighbours[n]:
+                for again in waiting.pop(m, ()):
+                    if again not in seen_again:  # each move gets one more look
+                        seen_again.add(again)
+                        queue.append(again)
+    return taken
 
 
 def _try(state: Assignment, batch: list[Move], tables: CostTables, result: SearchResult) -> bool:
@@ -96,29 +159,28 @@ def apply_move(state: Assignment, move: Move) -> None:
             state.reasons[n] = move.reason
 
 
-def independent(moves: Sequence[Move], tables: CostTables) -> list[Move]:
-    """The best moves that share no node and no tensor (so their predicted gains add up)."""
-    taken_nodes: set[int] = set()
-    taken_tensors: set[int] = set()
-    batch = []
-    for move in moves:
-        tensors = {i for n in move.nodes for i in tables.touching[n]}
-        if taken_nodes.isdisjoint(move.nodes) and taken_tensors.isdisjoint(tensors):
-            batch.append(move)
-            taken_nodes.update(move.nodes)
-            taken_tensors.update(tensors)
-    return batch
-
-
 # ---------------------------------------------------------------------------- candidates
-def candidate_moves(state: Assignment, regions: Sequence[Sequence[int]],
-                    tables: CostTables) -> list[Move]:
+def candidate_moves(state: Assignment, regions: Sequence[Sequence[int]], tables: CostTables,
+                    near: set[int] | None = None) -> list[Move]:
+    """Every move worth pricing; with ``near``, only those whose price can have changed.
+
+    A move's price depends on the devices of its nodes, their neighbours and their tensors'
+    other ends, so after a round only moves within two edges of a changed node are new.
+    """
+    region_of = _region_index(regions, len(state.graph))
+    if near is not None:
+        near = _widen(_widen(near, tables), tables)
+        regions = [r for r in regions if not near.isdisjoint(r)]
     moves = [_exclusion(state, index, members, tables)
              for index, members in accel_regions(state, regions)]
-    region_of = _region_index(regions, len(state.graph))
     moves += _island_absorptions(state, regions, region_of, tables)
-    moves += _boundary_moves(state, region_of, tables)
+    nodes = range(len(state.graph)) if near is None else sorted(near)
+    moves += _boundary_moves(state, region_of, tables, nodes)
     return moves
+
+
+def _widen(nodes: set[int], tables: CostTables) -> set[int]:
+    return nodes.union(*(tables.neighbours[n] for n in nodes)) if nodes else set()
 
 
 def _exclusion(state: Assignment, index: int, members: list[int], tables: CostTables) -> Move:
@@ -126,61 +188,76 @@ def _exclusion(state: Assignment, index: int, members: list[int], tables: CostTa
     copies_now = tables.copies_of(members, on)
     compute, transfer = tables.move_delta(members, on)
     accel_ops = sum(tables.accel[n] for n in members)
-    cpu_ops = accel_ops + compute
     on_accel_cost = accel_ops + tables.overhead_accel + copies_now
-    on_cpu_cost = cpu_ops + copies_now + transfer
-    gain = on_accel_cost - on_cpu_cost
+    on_cpu_cost = accel_ops + compute + copies_now + transfer
     copies_after = copies_now + transfer
     cpu_text = ms(on_cpu_cost) + (f" incl. {ms(copies_after)} of copies" if copies_after > 0 else "")
     reason = (f"{describe_region(state.graph, index, members)} excluded: predicted "
               f"{ms(on_accel_cost)} on {state.target} incl. {ms(copies_now)} of copies and "
               f"{ms(tables.overhead_accel)} launch vs {cpu_text} on CPU")
-    return Move(tuple(members), False, gain, reason)
+    return Move(tuple(members), False, on_accel_cost - on_cpu_cost, tables.overhead_accel, reason)
 
 
 def _island_absorptions(state: Assignment, regions: Sequence[Sequence[int]],
                         region_of: list[int], tables: CostTables) -> list[Move]:
     """CPU islands of supported ops that touch accelerator regions: merge them in."""
-    graph, on = state.graph, state.on_accel
+    on, neighbours, verdicts = state.on_accel, tables.neighbours, state.verdicts
     moves = []
     for members in regions:
-        if on[members[0]] or not all(state.verdicts[n].supported for n in members):
+        if on[members[0]] or not all(verdicts[n].supported for n in members):
             continue
-        neighbours = {region_of[m] for n in members
-                      for m in (*graph.nx.pred[n], *graph.nx.succ[n]) if on[m]}
-        if not neighbours:
+        touching = {region_of[m] for n in members for m in neighbours[n] if on[m]}
+        if not touching:
             continue
         compute, transfer = tables.move_delta(members, on)
-        launches = (len(neighbours) - 1) * tables.overhead_accel
-        moves.append(Move(tuple(members), True, launches - compute - transfer))
+        # Merging the touching regions would save launches, but a cycle may forbid it: count
+        # none, so that the prediction never promises more than the move can give.
+        moves.append(Move(tuple(members), True, -(compute + transfer), 0.0))
     return moves
 
 
-def _boundary_moves(state: Assignment, region_of: list[int], tables: CostTables) -> list[Move]:
-    graph, on, verdicts = state.graph, state.on_accel, state.verdicts
+def _boundary_moves(state: Assignment, region_of: list[int], tables: CostTables,
+                    nodes: Iterable[int]) -> list[Move]:
+    on, verdicts, neighbours = state.on_accel, state.verdicts, tables.neighbours
     moves = []
-    for n in range(len(graph)):
+    for n in nodes:
         if not verdicts[n].supported:
             continue
-        neighbours = (*graph.nx.pred[n], *graph.nx.succ[n])
-        if on[n] and not _on_boundary(n, neighbours, on, tables):
-            continue
-        if not on[n] and not any(on[m] for m in neighbours):
+        if on[n]:
+            if not _on_boundary(n, neighbours[n], on, tables):
+                continue
+        elif not any(on[m] for m in neighbours[n]):
             continue
         compute, transfer = tables.move_delta((n,), on)
-        gain = -(compute + transfer)
-        reason = "" if not on[n] else _boundary_reason(state, n, region_of[n], tables,
-                                                       compute, transfer)
-        moves.append(Move((n,), not on[n], gain, reason))
+        launches = _launch_change(n, on, region_of, tables)
+        gain = launches - (compute + transfer)
+        if gain <= 0:
+            continue
+        reason = _boundary_reason(state, n, region_of[n], tables, compute, transfer) \
+            if on[n] else ""
+        moves.append(Move((n,), not on[n], gain, launches, reason))
     return moves
+
+
+def _launch_change(n: int, on: Sequence[bool], region_of: list[int], tables: CostTables) -> float:
+    """Launch time a one-op move saves (+) or adds (-), pessimistically.
+
+    Leaving a region through two or more of its ops may split it (one more launch). Joining the
+    accelerator may open a region of its own: the merge rule (TVM's, cycle-safe) often refuses
+    the join, and re-forming the regions is what tells, so a join must pay for a launch.
+    """
+    if on[n]:
+        mine = region_of[n]
+        inside = sum(1 for m in tables.neighbours[n] if on[m] and region_of[m] == mine)
+        return -tables.overhead_accel if inside >= 2 else 0.0
+    return -tables.overhead_accel
 
 
 def _on_boundary(n: int, neighbours: Sequence[int], on: Sequence[bool],
                  tables: CostTables) -> bool:
     if any(not on[m] for m in neighbours):
         return True
-    return any(tables.tensors[i].producer < 0 or tables.tensors[i].is_output
-               for i in tables.touching[n])
+    return any(tables.producer[i] < 0 or tables.is_output[i] for i in tables.touching[n])
 
 
 def _boundary_reason(state: Assignment, n: int, region: int, tables: CostTables,
@@ -197,4 +274,3 @@ def _region_index(regions: Sequence[Sequence[int]], n: int) -> list[int]:
         for m in members:
             region_of[m] = index
     return region_of
-

@@ -13,7 +13,15 @@ from ..cost_models.base import CostModel
 from ..errors import PartitionLabError
 from ..graph import OpGraph
 from ..plan import PartitionPlan, Verdict
-from .base import Assignment, Strategy, accel_regions, describe_region, legalize, make_plan
+from .base import (
+    Assignment,
+    Strategy,
+    accel_regions,
+    describe_region,
+    greedy_start,
+    legalize,
+    make_plan,
+)
 
 
 @dataclass(frozen=True)
@@ -31,14 +39,17 @@ class MinSize(Strategy):
 
     def run(self, graph: OpGraph, verdicts: Sequence[Verdict], *, target: str,
             cost_model: CostModel | None = None) -> PartitionPlan:
-        state = Assignment.supported(graph, verdicts, target)
-        regions = legalize(state)
+        state, regions = greedy_start(graph, verdicts, target)
+        return make_plan(self, state, self.prune(state, regions))
+
+    def prune(self, state: Assignment, regions: list[list[int]]) -> list[list[int]]:
+        """Move small accelerator regions of ``state`` to the CPU until none is left."""
         while True:
             small = [(i, r) for i, r in accel_regions(state, regions) if len(r) < self.min_ops]
             if not small:
-                return make_plan(self, state, regions)
+                return regions
             for index, members in small:
                 state.move_to_cpu(members, (
-                    f"{describe_region(graph, index, members)} is smaller than "
+                    f"{describe_region(state.graph, index, members)} is smaller than "
                     f"min_ops={self.min_ops}"))
             regions = legalize(state)

@@ -13,7 +13,15 @@ from ..cost_models.base import CostModel
 from ..graph import OpGraph
 from ..plan import PartitionPlan, Verdict
 from ..synthetic import MAC_OPS
-from .base import Assignment, Strategy, accel_regions, describe_region, legalize, make_plan
+from .base import (
+    Assignment,
+    Strategy,
+    accel_regions,
+    describe_region,
+    greedy_start,
+    legalize,
+    make_plan,
+)
 
 
 @dataclass(frozen=True)
@@ -25,13 +33,17 @@ class NoMac(Strategy):
 
     def run(self, graph: OpGraph, verdicts: Sequence[Verdict], *, target: str,
             cost_model: CostModel | None = None) -> PartitionPlan:
-        state = Assignment.supported(graph, verdicts, target)
-        regions = legalize(state)
+        state, regions = greedy_start(graph, verdicts, target)
+        return make_plan(self, state, self.prune(state, regions))
+
+    def prune(self, state: Assignment, regions: list[list[int]]) -> list[list[int]]:
+        """Move accelerator regions without MAC work to the CPU until none is left."""
+        graph = state.graph
         while True:
             idle = [(i, r) for i, r in accel_regions(state, regions)
                     if not any(graph[n].op in MAC_OPS for n in r)]
             if not idle:
-                return make_plan(self, state, regions)
+                return regions
             for index, members in idle:
                 state.move_to_cpu(members, (
                     f"{describe_region(graph, index, members)} does no multiply-accumulate "

@@ -4,15 +4,16 @@ Legal plans: any subset of the supported ops on the accelerator, regions formed 
 :func:`~partition_lab.regions.form_regions`, every accelerator region holding an anchor op on
 anchored targets. The objective is ``evaluate(plan, cost_model).total``.
 
-1. **Lower bound** (Stone's two-processor min-cut, 1977, written as an integer program and solved
-   with HiGHS through ``scipy.optimize.milp``): binary ``x_v`` per supported op, and per tensor
+1. **Lower bound** (Stone's two-processor min-cut, 1977, as a linear program solved with HiGHS
+   through ``scipy.optimize.linprog``): ``x_v`` in [0, 1] per supported op, and per tensor
    ``u_t >= x_c - x_p`` (a host-to-accelerator copy) and ``w_t >= x_p - x_c`` (a copy back; also
-   ``w_t >= x_p`` for graph outputs). The constraint matrix is a network matrix, so the LP is
-   integral and HiGHS solves it at the root. It prices compute and copies exactly but ignores
-   region launches and anchors, so ``min(all_cpu, LP + one launch)`` bounds every legal plan.
+   ``w_t >= x_p`` for graph outputs). This is a min-cut LP (each ``u_t`` is an auxiliary node), so
+   it is integral: a threshold cut of its solution is an optimal 0/1 assignment. It prices compute
+   and copies exactly but ignores region launches and anchors, so ``min(all_cpu, LP + one
+   launch)`` bounds every legal plan.
 2. **Candidates**: the min-cut assignment made legal and refined by the ``cost`` moves, plus the
-   plans of every other strategy (greedy, min_size for 2..5 ops, no_mac, cost, all_cpu,
-   all_accel). The cheapest wins, so ``optimal`` is never above another strategy.
+   plans of every other strategy with default options (greedy, min_size, no_mac, cost, all_cpu,
+   all_accel). The cheapest wins, so ``optimal`` is never above another (default) strategy.
 3. **Exact search** when the supported ops are few (``exact_limit``): branch and bound over all
    assignments, pruned by a bound (fixed compute and copies, ``min`` of both devices for the
    undecided ops, one launch once any op is on the accelerator). The result is then proven.
@@ -28,19 +29,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.optimize import Bounds, LinearConstraint, milp
-from scipy.sparse import coo_matrix
+from scipy.sparse import csr_matrix
+from scipy.sparse.csgraph import breadth_first_order, maximum_flow
 
 from ..cost_models.base import CostModel
 from ..errors import PartitionLabError
 from ..graph import OpGraph
 from ..plan import PartitionPlan, Verdict
-from .all_accel import AllAccel
-from .all_cpu import AllCpu
-from .base import Assignment, Strategy, is_anchored, legalize, make_plan, ms
-from .cost import CostBased
+from .all_accel import AllAccel, NotApplicableError
+from .base import Assignment, Strategy, greedy_start, is_anchored, legalize, make_plan, ms
 from .costing import CostTables
-from .greedy import Greedy
 from .local_search import improve
 from .min_size import MinSize
 from .no_mac import NoMac
@@ -57,15 +55,11 @@ class Optimal(Strategy):
         "help": "search all assignments exactly when at most this many ops are supported"})
     exact_budget: int = field(default=2_000_000, metadata={
         "help": "... and 2**supported_ops * graph_ops is at most this"})
-    time_limit_s: float = field(default=60.0, metadata={
-        "help": "time limit of the HiGHS min-cut solve, in seconds"})
 
     def check_options(self) -> None:
         for key in ("exact_limit", "exact_budget"):
             if getattr(self, key) < 0:
                 raise PartitionLabError(f"strategy 'optimal': option {key} must be >= 0")
-        if not self.time_limit_s > 0:
-            raise PartitionLabError("strategy 'optimal': option time_limit_s must be > 0")
 
     def run(self, graph: OpGraph, verdicts: Sequence[Verdict], *, target: str,
             cost_model: CostModel | None = None) -> PartitionPlan:
@@ -76,12 +70,19 @@ class Optimal(Strategy):
         supported = [n for n, on in enumerate(base.on_accel)
                      if on and math.isfinite(tables.accel[n])]
         candidates = _strategy_candidates(graph, verdicts, target, model, tables)
-        bound = min_cut_bound(tables, supported, self.time_limit_s)
+        bound = min_cut_bound(tables, supported)
         candidates.append(_from_min_cut(base, bound, tables))
         best = min(candidates, key=lambda c: c.total)
         all_cpu_total = next(c.total for c in candidates if c.source == "all_cpu")
-        lower = min(all_cpu_total, bound.value + tables.overhead_accel) if supported else \
-            all_cpu_total
+        # Every plan costs at least each op's faster device; a plan with an accelerator op also
+        # costs the min-cut optimum plus one launch; the only plan without one is all_cpu.
+        fastest = list(tables.cpu)
+        for n in supported:
+            fastest[n] = min(tables.cpu[n], tables.accel[n])
+        trivial = sum(fastest)
+        lower = all_cpu_total
+        if supported:
+            lower = min(all_cpu_total, max(trivial, bound.value) + tables.overhead_accel)
         exact = None
         if len(supported) <= self.exact_limit and \
                 2 ** len(supported) * max(1, len(graph)) <= self.exact_budget:
@@ -104,24 +105,30 @@ class Candidate:
 
 def _strategy_candidates(graph: OpGraph, verdicts: Sequence[Verdict], target: str,
                          model: CostModel, tables: CostTables) -> list[Candidate]:
-    strategies: list[Strategy] = [Greedy(), NoMac(), CostBased(), AllCpu(), AllAccel()]
-    strategies += [MinSize(min_ops=k) for k in (2, 3, 4, 5)]
-    out = []
-    for strategy in strategies:
+    """The plans of the other strategies, all grown from one greedy start."""
+    start, regions = greedy_start(graph, verdicts, target)
+    out = [Candidate("greedy", start, regions, tables.total(start.on_accel, regions))]
+
+    def add(source: str, state: Assignment, found: list[list[int]]) -> None:
+        out.append(Candidate(source, state, found, tables.total(state.on_accel, found)))
+
+    for pruner, label in [(NoMac(), "no_mac"), (MinSize(), "min_size")]:
+        state = start.copy()
+        add(label, state, pruner.prune(state, regions))
+    state = start.copy()
+    result = improve(state, regions, tables)
+    add("cost", state, result.regions)
+    cpu_only = Assignment(graph, verdicts, target, [False] * len(graph), {})
+    add("all_cpu", cpu_only, cpu_only.regions())
+    if all(v.supported for v in verdicts):
         try:
-            plan = strategy.run(graph, verdicts, target=target, cost_model=model)
-        except PartitionLabError:
-            continue  # all_accel where some op is unsupported
-        on_accel = [d.device != "cpu" for d in plan.decisions]
-        # Keep the other strategy's reasons, except all_cpu's "baseline" wording: if that plan
-        # wins, each op gets the optimum's own explanation instead.
-        reasons = {} if isinstance(strategy, AllCpu) else {
-            d.node: d.reason for d in plan.decisions if d.device == "cpu"}
-        state = Assignment(graph, verdicts, target, on_accel, reasons)
-        regions = [list(r.nodes) for r in plan.regions]
-        label = strategy.name + (f"(min_ops={strategy.min_ops})"
-                                 if isinstance(strategy, MinSize) else "")
-        out.append(Candidate(label, state, regions, tables.total(state.on_accel, regions)))
+            plan = AllAccel().run(graph, verdicts, target=target, cost_model=model)
+        except NotApplicableError:
+            pass  # an anchored target with a region that has no anchor op
+        else:
+            everything = start.copy()
+            everything.on_accel = [True] * len(graph)
+            add("all_accel", everything, [list(r.nodes) for r in plan.regions])
     return out
 
 
@@ -139,73 +146,85 @@ def _from_min_cut(base: Assignment, bound: MinCutBound, tables: CostTables) -> C
 class MinCutBound:
     """The compute + copy minimum over all assignments (no launches, no anchors)."""
 
-    value: float
+    value: float  # a lower bound: the cut with capacities rounded down
     on_accel: list[bool]
     supported: list[int]
-    status: str
+    slack: float  # how far rounding may have pushed value below the true minimum
 
 
-def min_cut_bound(tables: CostTables, supported: Sequence[int],
-                  time_limit_s: float = 60.0) -> MinCutBound:
-    """Solve the min-cut integer program; ``value`` is a valid lower bound on compute + copies."""
+def min_cut_bound(tables: CostTables, supported: Sequence[int]) -> MinCutBound:
+    """Stone's min-cut over the supported ops; ``value`` is a lower bound on compute + copies.
+
+    Source side = CPU, sink side = accelerator. Per op, the extra time of its slower device is
+    an edge from the source (paid on the accelerator) or to the sink (paid on the CPU). A copy
+    to the accelerator is paid when the producer is on the CPU side and any consumer on the
+    accelerator side: an auxiliary node that every consumer pulls to the accelerator side, and
+    one finite edge from the producer to it; copies back mirror this. Capacities are rounded
+    down to integer units of at most 1e-9 of the total, so the cut value stays a lower bound.
+    """
     n = len(tables.cpu)
-    cpu_total = sum(tables.cpu)
-    on = [False] * n
+    base = sum(tables.cpu)
     if not supported:
-        return MinCutBound(cpu_total + _fixed_copies(tables, on), on, [], "no supported op")
-    var = {v: i for i, v in enumerate(supported)}
-    costs = [tables.accel[v] - tables.cpu[v] for v in supported]
-    rows: list[int] = []
-    cols: list[int] = []
-    vals: list[float] = []
-
-    def new_var(cost: float) -> int:
-        costs.append(cost)
-        return len(costs) - 1
-
-    def add_row(plus: int | None, minus: int | None, aux: int) -> None:
-        row = rows[-1] + 1 if rows else 0
-        for col, val in ((plus, 1.0), (minus, -1.0), (aux, -1.0)):
-            if col is not None:
-                rows.append(row)
-                cols.append(col)
-                vals.append(val)
-
-    for t in tables.tensors:
-        p = var.get(t.producer)
-        accel_consumers = [var[c] for c in t.consumers if c in var]
-        if accel_consumers and t.to_accel > 0:
-            u = new_var(t.to_accel)
-            for c in accel_consumers:
-                add_row(c, p, u)  # x_c - x_p - u <= 0
-        if p is not None and t.to_cpu > 0:
-            w = new_var(t.to_cpu)
-            for c in t.consumers:
-                add_row(p, var.get(c), w)  # x_p - x_c - w <= 0 (x_c = 0 off the accelerator)
-            if t.is_output:
-                add_row(p, None, w)
-    count = len(costs)
-    integrality = np.zeros(count)
-    integrality[:len(supported)] = 1
-    constraints = []
-    if rows:
-        matrix = coo_matrix((vals, (rows, cols)), shape=(rows[-1] + 1, count)).tocsr()
-        constraints.append(LinearConstraint(matrix, -np.inf, 0.0))
-    res = milp(np.array(costs), constraints=constraints, integrality=integrality,
-               bounds=Bounds(0.0, 1.0), options={"time_limit": time_limit_s})
-    if res.x is None:
-        raise PartitionLabError(f"optimal: the min-cut solve failed: {res.message}")
-    for v, i in var.items():
-        on[v] = bool(res.x[i] > 0.5)
-    # A time-limited solve reports its dual bound, which is still a valid lower bound.
-    dual = getattr(res, "mip_dual_bound", None)
-    objective = res.fun if res.status == 0 or dual is None or not np.isfinite(dual) else dual
-    return MinCutBound(cpu_total + float(objective), on, list(supported),
-                       "optimal" if res.status == 0 else str(res.message))
+        return MinCutBound(base, [False] * n, [], 0.0)
+    node = {v: k + 2 for k, v in enumerate(supported)}  # 0: source (CPU), 1: sink (accel)
+    edges: list[tuple[int, int, float]] = []  # capacity math.inf = may not be cut
+    for v in supported:
+        extra = tables.accel[v] - tables.cpu[v]
+        base += min(extra, 0.0)
+        if extra > 0:
+            edges.append((0, node[v], extra))
+        elif extra < 0:
+            edges.append((node[v], 1, -extra))
+    count = len(supported) + 2
+    for t in range(tables.tensor_count):
+        producer = node.get(tables.producer[t], 0)
+        consumers = [node[c] for c in tables.consumers[t] if c in node]
+        if consumers and tables.to_accel[t] > 0:
+            count = _fan_edge(edges, count, producer, consumers, tables.to_accel[t], True)
+        if producer and tables.to_cpu[t] > 0:
+            pinned = tables.is_output[t] or len(consumers) < len(tables.consumers[t])
+            count = _fan_edge(edges, count, producer, [0] if pinned else consumers,
+                              tables.to_cpu[t], False)
+    cut_value, sink_side = _max_flow(edges, count)
+    on = [False] * n
+    for v in supported:
+        on[v] = node[v] in sink_side
+    return MinCutBound(base + cut_value[0], on, list(supported), cut_value[1])
 
 
-def _fixed_copies(tables: CostTables, on: Sequence[bool]) -> float:
-    return sum(tables.tensor_cost(i, on) for i in range(len(tables.tensors)))
+def _fan_edge(edges: list[tuple[int, int, float]], count: int, producer: int,
+              consumers: list[int], cost: float, to_accel: bool) -> int:
+    """Edges charging ``cost`` once if the producer and any consumer are on opposite sides."""
+    if len(consumers) == 1:
+        a, b = (producer, consumers[0]) if to_accel else (consumers[0], producer)
+        edges.append((a, b, cost))
+        return count
+    aux = count
+    for c in consumers:
+        edges.append((aux, c, math.inf) if to_accel else (c, aux, math.inf))
+    edges.append((producer, aux, cost) if to_accel else (aux, producer, cost))
+    return count + 1
+
+
+def _max_flow(edges: list[tuple[int, int, float]], count: int) -> tuple[tuple[float, float], set[int]]:
+    """((min-cut value in s, rounding slack in s), nodes on the sink side) via scipy's Dinic."""
+    finite = [cap for _, _, cap in edges if math.isfinite(cap)]
+    unit = max(sum(finite) / 1e9, 1e-15)
+    never = 2 ** 31 - 1  # scipy's max flow takes int32 capacities; finite ones sum to <= 1e9
+    rows = np.array([a for a, _, _ in edges], dtype=np.int64)
+    cols = np.array([b for _, b, _ in edges], dtype=np.int64)
+    caps = np.array([min(never, math.floor(c / unit)) if math.isfinite(c) else never
+                     for _, _, c in edges], dtype=np.int64)
+    graph = csr_matrix((caps, (rows, cols)), shape=(count, count))
+    graph.data = np.minimum(graph.data, never).astype(np.int32)  # duplicates were summed
+    flow = maximum_flow(graph, 0, 1, method="dinic")
+    residual = (graph.astype(np.int64) - flow.flow.astype(np.int64)).tocsr()
+    residual.data = (residual.data > 0).astype(np.int8)
+    residual.eliminate_zeros()
+    source_side = set(breadth_first_order(residual, 0, directed=True,
+                                          return_predecessors=False).tolist())
+    sink_side = set(range(count)) - source_side
+    return (flow.flow_value * unit, len(finite) * unit), sink_side
 
 
 # ---------------------------------------------------------------------------- exact search
@@ -247,9 +266,9 @@ class _BranchAndBound:
         for n in range(len(on)):
             if decided[n]:
                 total += tables.accel[n] if on[n] else tables.cpu[n]
-        for i, t in enumerate(tables.tensors):
-            ends = t.consumers if t.producer < 0 else (t.producer, *t.consumers)
-            if all(decided[e] for e in ends):
+        for i in range(tables.tensor_count):
+            producer = tables.producer[i]
+            if (producer < 0 or decided[producer]) and all(decided[c] for c in tables.consumers[i]):
                 total += tables.tensor_cost(i, on)
         if any(on):
             total += tables.overhead_accel
@@ -297,13 +316,12 @@ def _note(best: Candidate, lower: float, bound: MinCutBound, exact: ExactResult 
         return (f"optimal: proven optimal by exhaustive branch and bound over "
                 f"2^{len(bound.supported)} assignments ({exact.leaves} evaluated); {found}; "
                 f"{seconds:.2f} s")
-    gap = (best.total - lower) / lower if lower > 0 else 0.0
-    solve = "" if bound.status == "optimal" else f" (min-cut solve: {bound.status})"
-    if gap <= 1e-9:
-        return f"optimal: proven optimal (equals the min-cut lower bound){solve}; {found}"
+    if best.total - lower <= bound.slack + 1e-12 * max(1.0, best.total):
+        return f"optimal: proven optimal (equals the min-cut lower bound); {found}"
+    gap = (best.total - lower) / lower if lower > 0 else math.inf
     return (f"optimal: within {gap:.1%} of the lower bound {ms(lower)} (min-cut ignoring "
             f"{launches} region launch(es) of {ms(tables.overhead_accel)} and anchor rules); "
-            f"not proven optimal{solve}; {found}; {seconds:.2f} s")
+            f"not proven optimal; {found}; {seconds:.2f} s")
 
 
 def _explain_cpu_ops(state: Assignment, tables: CostTables) -> None:
