@@ -395,6 +395,14 @@ def test_random_dags_match_the_reference(spec: tuple[list[Node], list[int]]) -> 
         assert maximal(graph, devices, regions) == []
 
 
+def test_larger_random_dags_match_the_reference() -> None:
+    for seed in range(300):
+        rng = random.Random(seed)
+        graph, devices = build(*random_spec(rng, rng.randint(15, 40)))
+        expected, tier = reference_regions(graph, devices)
+        assert form_regions(graph, devices) == expected, (seed, tier)
+
+
 @settings(max_examples=100, deadline=None)
 @given(specs(max_nodes=12, devices=("cpu", "acc", "acc2")))
 def test_three_devices_partition_cleanly(spec: tuple[list[Node], list[int]]) -> None:

@@ -308,8 +308,28 @@ def _merge(expanded: _Expanded, propagate: bool) -> list[int]:
     for v in expanded.order:
         if regionless[v]:
             continue
+        ps = parents[v]
+        if len(ps) == 1:
+            # One parent (half the nodes of a CNN): inherit its set; absorb it if same device.
+            # Same steps as the general case below, without the loops.
+            r = ps[0]
+            while uf[r] != r:
+                uf[r] = uf[uf[r]]
+                r = uf[r]
+            if device[r] == device[v]:
+                pending[r] -= 1
+                uf[r] = v
+                members[v] = members[r]
+                pending[v] += pending[r]
+                inherited = restr_of.pop(r, 0)
+                restr_of[v] = inherited
+                if propagate and r in external:
+                    external[v] = external.pop(r)  # its consumers already have these bits
+                elif not propagate and not pending[v]:
+                    restr_of.pop(v, None)
+                continue
         roots: list[int] = []
-        for p in parents[v]:
+        for p in ps:
             while uf[p] != p:
                 uf[p] = uf[uf[p]]
                 p = uf[p]

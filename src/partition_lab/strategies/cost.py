@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from ..cost_models.base import CostModel
 from ..errors import PartitionLabError
 from ..graph import OpGraph
-from ..plan import PartitionPlan, Verdict
+from ..plan import CPU, PartitionPlan, Verdict
+from ..regions import form_regions
 from .base import Strategy, greedy_start, make_plan, ms
 from .costing import CostTables
 from .local_search import improve
@@ -48,4 +49,16 @@ class CostBased(Strategy):
                          tolerance=self.tolerance)
         note = (f"cost: {result.accepted} move(s) kept in {result.rounds} round(s); predicted "
                 f"{ms(result.start_total)} (greedy) -> {ms(result.total)} under {model.name}")
-        return make_plan(self, state, result.regions, [note])
+        regions, total = result.regions, result.total
+        # The moves are local: excluding every region at once can still win where each
+        # exclusion alone does not (copies between many small regions).
+        on_cpu = [False] * len(graph)
+        cpu_regions = form_regions(graph, [CPU] * len(graph))
+        cpu_total = tables.total(on_cpu, cpu_regions)
+        if cpu_total < total:
+            reason = (f"all accelerator regions excluded: predicted {ms(cpu_total)} with every "
+                      f"op on the CPU vs {ms(total)} for the best plan with accelerator regions")
+            state.move_to_cpu([n for n, on in enumerate(state.on_accel) if on], reason)
+            regions = cpu_regions
+            note += f"; excluding every region predicts {ms(cpu_total)}, taken"
+        return make_plan(self, state, regions, [note])
