@@ -19,10 +19,12 @@ from partition_lab.runtime import RegionExecutor, run_module
 from partition_lab.strategies import get_strategy
 
 ACCEL_TARGETS = ["neuron", "neuron@2020", "tensorcore"]
-# Outputs of the partitioned module against the unpartitioned one, both built by TVM for llvm
-# from the same prepared module: the same arithmetic, only fusion boundaries differ.
-RTOL, ATOL = 1e-5, 1e-5
-FP16_RTOL, FP16_ATOL = 1e-2, 1e-2
+# fp32 plans: the partitioned program run region by region by TVM (llvm) against the framework
+# that defined the model (MXNet, or onnxruntime for the ONNX file) on the same weights.
+RTOL, ATOL = 1e-4, 1e-4
+# fp16 plans (tensorcore converts the model to float16): against the unpartitioned fp16 module
+# built by TVM; only fusion boundaries differ, but fp16 rounding then differs slightly too.
+FP16_RTOL, FP16_ATOL = 2e-2, 2e-2
 
 
 def _compiler_functions(mod: tvm.IRModule) -> list:
@@ -30,22 +32,40 @@ def _compiler_functions(mod: tvm.IRModule) -> list:
             if mod[g].attrs is not None and "Compiler" in mod[g].attrs.keys()]
 
 
-@pytest.mark.parametrize("target", ACCEL_TARGETS)
 @pytest.mark.parametrize("frontend", ["mxnet", "onnx"])
 @pytest.mark.parametrize("model", zoo.names())
-def test_partitioned_small_model_computes_the_same(model: str, frontend: str, target: str) -> None:
+def test_partitioned_small_model_computes_the_same(model: str, frontend: str) -> None:
+    """Every accelerator target: the plan validates and the partitioned program's outputs match.
+
+    Targets that yield the same plan (often neuron and neuron@2020) are executed once; a plan
+    with no accelerator region must leave the module unchanged, which is checked structurally.
+    """
     mod, params = zoo.load(model, frontend=frontend, small=True)
-    result = partition_lab.partition(mod, target, params=params, name=model)
-    result.plan.validate()
-    assert len(_compiler_functions(result.mod)) == len(result.plan.accelerator_regions)
     inputs = zoo.sample_inputs(model, small=True)
-    expected = run_module(result.prepared_mod, inputs)
-    got = RegionExecutor(result).run(inputs)
-    fp16 = any(t.spec.dtype == "float16" for t in result.graph.tensors)
-    rtol, atol = (FP16_RTOL, FP16_ATOL) if fp16 else (RTOL, ATOL)
-    assert len(got) == len(expected)
-    for g, e in zip(got, expected, strict=True):
-        np.testing.assert_allclose(g, e, rtol=rtol, atol=atol)
+    executed: set = set()
+    for target in ACCEL_TARGETS:
+        result = partition_lab.partition(mod, target, params=params, name=model)
+        result.plan.validate()
+        assert len(_compiler_functions(result.mod)) == len(result.plan.accelerator_regions)
+        if not result.plan.accelerator_regions:
+            assert tvm.ir.structural_equal(result.mod["main"], result.prepared_mod["main"])
+            continue
+        fp16 = any(t.spec.dtype == "float16" for t in result.graph.tensors)
+        key = (fp16, tuple(sorted(r.nodes for r in result.plan.accelerator_regions)))
+        if key in executed:
+            continue
+        executed.add(key)
+        got = RegionExecutor(result, opt_level=0).run(inputs)
+        if fp16:
+            expected = run_module(result.prepared_mod, inputs, opt_level=0)
+            rtol, atol = FP16_RTOL, FP16_ATOL
+        else:
+            expected = zoo.reference_outputs(model, inputs, small=True, frontend=frontend)
+            rtol, atol = RTOL, ATOL
+        assert len(got) == len(expected), target
+        for g, e in zip(got, expected, strict=True):
+            np.testing.assert_allclose(g.astype("float32"), e.astype("float32"), rtol=rtol, atol=atol,
+                                       err_msg=f"{model} {frontend} {target}")
 
 
 @pytest.mark.parametrize("frontend", ["mxnet", "onnx"])

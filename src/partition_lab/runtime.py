@@ -33,10 +33,15 @@ class _CompiledRegion:
 
 @dataclass
 class RegionExecutor:
-    """Compiles every region of a :class:`PartitionResult` for ``llvm`` and runs them in order."""
+    """Compiles every region of a :class:`PartitionResult` for ``llvm`` and runs them in order.
+
+    ``opt_level`` is Relay's (3 as ``relay.build`` uses by default; 0 compiles several times
+    faster and is what the numerics tests use).
+    """
 
     result: Any
     target: str = "llvm"
+    opt_level: int = 3
     regions: dict[str, _CompiledRegion] = field(default_factory=dict, init=False)
     last_times: dict[str, float] = field(default_factory=dict, init=False)
 
@@ -48,7 +53,7 @@ class RegionExecutor:
 
     def _compile(self, name: str, func: relay.Function) -> _CompiledRegion:
         plain = relay.Function(func.params, func.body, func.ret_type, func.type_params)
-        with tvm.transform.PassContext(opt_level=3):
+        with tvm.transform.PassContext(opt_level=self.opt_level):
             lib = relay.build(tvm.IRModule.from_expr(plain), target=self.target)
         module = graph_executor.GraphModule(lib["default"](tvm.cpu()))
         return _CompiledRegion(name, func.attrs is not None and "Compiler" in func.attrs.keys(),
@@ -92,9 +97,10 @@ class RegionExecutor:
         return outputs[0] if region.num_outputs == 1 else outputs
 
 
-def run_module(mod: tvm.IRModule, inputs: Mapping[str, np.ndarray], target: str = "llvm") -> list[np.ndarray]:
+def run_module(mod: tvm.IRModule, inputs: Mapping[str, np.ndarray], target: str = "llvm",
+               opt_level: int = 3) -> list[np.ndarray]:
     """Build an (unpartitioned) module for ``target`` and return its flattened outputs."""
-    with tvm.transform.PassContext(opt_level=3):
+    with tvm.transform.PassContext(opt_level=opt_level):
         lib = relay.build(mod, target=target)
     module = graph_executor.GraphModule(lib["default"](tvm.cpu()))
     for name, value in inputs.items():
