@@ -15,6 +15,7 @@ from partition_lab.api import analyze, bind_params
 from partition_lab.errors import ExclusionError, UnknownTargetError
 from partition_lab.passes import AnnotateSupport, FormRegions, OutlineRegions, PrepareForTarget
 from partition_lab.passes.tvm_reference import tvm_chain_regions
+from partition_lab.plan import Verdict
 from partition_lab.runtime import RegionExecutor, run_module
 from partition_lab.strategies import get_strategy
 
@@ -68,16 +69,25 @@ def test_partitioned_small_model_computes_the_same(model: str, frontend: str) ->
                                        err_msg=f"{model} {frontend} {target}")
 
 
+@pytest.mark.parametrize("predicate", ["neuron@2020", "random-70%"])
 @pytest.mark.parametrize("frontend", ["mxnet", "onnx"])
 @pytest.mark.parametrize("model", zoo.names())
-def test_greedy_matches_tvm_byoc_chain(model: str, frontend: str) -> None:
-    """Same op-support predicate (neuron@2020), same regions as TVM's three passes."""
+def test_greedy_matches_tvm_byoc_chain(model: str, frontend: str, predicate: str) -> None:
+    """Same op-support predicate, same regions as TVM's three passes.
+
+    ``neuron@2020`` is the real target's predicate; ``random-70%`` marks a seeded random 70% of
+    the ops supported, which splits the graph into many regions and exercises the cycle rules.
+    """
     mod, params = zoo.load(model, frontend=frontend, small=True)
     analysis = analyze(mod, "neuron@2020", params=params)
-    plan = get_strategy("greedy").run(
-        analysis.graph, analysis.verdicts, target="neuron@2020")
+    supported = [v.supported for v in analysis.verdicts]
+    if predicate == "random-70%":
+        rng = np.random.default_rng(len(supported))
+        supported = list(rng.random(len(supported)) < 0.7)
+    verdicts = [Verdict(ok, "test predicate") for ok in supported]
+    plan = get_strategy("greedy").run(analysis.graph, verdicts, target="neuron@2020")
     ours = sorted((frozenset(r.nodes) for r in plan.accelerator_regions), key=min)
-    reference = tvm_chain_regions(analysis.relay, [v.supported for v in analysis.verdicts])
+    reference = tvm_chain_regions(analysis.relay, supported)
     assert ours == reference.regions
 
 
