@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import doctest
 import json
 from importlib import resources
 from pathlib import Path
@@ -256,3 +257,11 @@ def test_malformed_measurement_caches(tmp_path: Path, content: str, message: str
         load_measurements(path)
     with pytest.raises(ProfileError, match="does not exist"):
         load_measurements(tmp_path / "missing.json")
+
+
+def test_docstring_examples_run() -> None:
+    from partition_lab import cost_models
+    from partition_lab.cost_models import measured, profiles, roofline
+
+    for module in (cost_models, measured, profiles, roofline):
+        assert doctest.testmod(module).failed == 0

@@ -8,6 +8,7 @@ importable) checks that the transcription is TVM.
 
 from __future__ import annotations
 
+import doctest
 import random
 from collections import defaultdict
 from dataclasses import dataclass
@@ -17,6 +18,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from partition_lab import regions as regions_module
+from partition_lab import synthetic
 from partition_lab.graph import OpGraph, OpGraphBuilder, TensorType
 from partition_lab.plan import PartitionPlan, Verdict
 from partition_lab.regions import _expand, _has_cycle, _merge, form_regions
@@ -526,3 +529,8 @@ def test_tvm_itself_builds_the_cyclic_regions(tvm_chain) -> None:
     assert tvm_chain(nodes, outputs) == [[0, 4, 5], [1, 3, 6], [2]]  # {0,4,5} <-> {1,3,6}
     graph, devices = build(nodes, outputs)
     assert quotient_cyclic(graph, [0, 1, 2, 1, 0, 0, 1])
+
+
+def test_docstring_examples_run() -> None:
+    for module in (regions_module, synthetic):
+        assert doctest.testmod(module).failed == 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import doctest
 import itertools
 import json
 import random
@@ -339,3 +340,10 @@ def test_compare_a_subset_with_configured_strategies() -> None:
                                strategies=["greedy", get_strategy("min_size", min_ops=5)])
     assert [r.strategy for r in comparison.rows] == ["greedy", "min_size"]
     assert comparison.plans["min_size"].options == {"min_ops": 5}
+
+
+def test_docstring_examples_run() -> None:
+    from partition_lab import compare, strategies
+
+    for module in (strategies, compare):
+        assert doctest.testmod(module).failed == 0

@@ -104,12 +104,6 @@ def form_regions(graph: OpGraph, devices: Sequence[str]) -> list[list[int]]:
     return _group(root, len(graph))
 
 
-def visiting_order(graph: OpGraph) -> list[int]:
-    """Real node ids in the order TVM's merger visits them (post-order from the outputs)."""
-    expanded = _expand(graph, [DEFAULT_DEVICE] * len(graph))
-    return [v for v in expanded.order if v < expanded.n_real]
-
-
 # ---------------------------------------------------------------------------- the TVM view
 @dataclass
 class _Structure:

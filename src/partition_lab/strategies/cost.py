@@ -53,8 +53,10 @@ class CostBased(Strategy):
         # The moves are local: excluding every region at once can still win where each
         # exclusion alone does not (copies between many small regions).
         on_cpu = [False] * len(graph)
-        cpu_regions = form_regions(graph, [CPU] * len(graph))
-        cpu_total = tables.total(on_cpu, cpu_regions)
+        cpu_total = tables.compute(on_cpu) + tables.overhead_cpu  # at least one CPU island
+        if cpu_total < total:
+            cpu_regions = form_regions(graph, [CPU] * len(graph))
+            cpu_total = tables.total(on_cpu, cpu_regions)
         if cpu_total < total:
             reason = (f"all accelerator regions excluded: predicted {ms(cpu_total)} with every "
                       f"op on the CPU vs {ms(total)} for the best plan with accelerator regions")
