@@ -261,15 +261,28 @@ class PartitionPlan:
         for region in accel:
             ops = _op_histogram(self.graph[n].op for n in region.nodes)
             lines.append(f"  {region.label}: {len(region.nodes)} ops ({ops})")
-        cpu_reasons: dict[str, list[str]] = {}
-        for d in self.decisions:
-            if d.device == CPU:
-                cpu_reasons.setdefault(d.reason, []).append(self.graph[d.node].name)
-        for reason, names in cpu_reasons.items():
-            shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
-            lines.append(f"  on CPU: {shown}: {reason}")
+        lines.extend(self._cpu_reason_lines(limit=8))
         lines.extend(f"  note: {note}" for note in self.notes)
         return "\n".join(lines)
+
+    def _cpu_reason_lines(self, limit: int) -> list[str]:
+        """CPU ops grouped by the rule (or strategy reason) that put them there, largest first."""
+        groups: dict[str, list[Decision]] = {}
+        for d in self.decisions:
+            if d.device == CPU:
+                verdict = self.verdicts[d.node]
+                key = verdict.rule if not verdict.supported and verdict.rule else d.reason
+                groups.setdefault(key, []).append(d)
+        ordered = sorted(groups.values(), key=lambda ds: (-len(ds), ds[0].node))
+        lines = []
+        for decisions in ordered[:limit]:
+            names = [self.graph[d.node].name for d in decisions]
+            shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+            lines.append(f"  on CPU: {shown}: {decisions[0].reason}")
+        if len(ordered) > limit:
+            rest = sum(len(ds) for ds in ordered[limit:])
+            lines.append(f"  on CPU: {rest} more op(s) for {len(ordered) - limit} other reason(s)")
+        return lines
 
     def __str__(self) -> str:
         return self.summary()
