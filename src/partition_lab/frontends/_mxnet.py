@@ -45,9 +45,9 @@ def load_mxnet_symbol_file(
 ) -> tuple[tvm.IRModule, Params]:
     """Convert ``<prefix>-symbol.json`` and its ``.params`` file (found beside it if not given)."""
     graph = read_symbol_json(path)
+    check_supported_ops(graph)
     params_file = existing_file(params_path, "MXNet params file") if params_path else \
         find_params_file(path)
-    check_supported_ops(graph)
     symbol = symbol_from_json(graph, path)
     arg_params, aux_params = read_params_file(params_file, symbol)
     dtypes = {**declared_dtypes(graph), **dict(input_dtypes or {})}

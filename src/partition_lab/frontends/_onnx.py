@@ -8,6 +8,7 @@ and turns TVM's exceptions into partition_lab errors.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from tvm import relay
 
 from ..errors import InputShapeError, ModelFormatError, UnsupportedOperatorError
 from ._common import DeclaredDim, Shape, finish_module, resolve_declared_shapes
+from ._incremental import incremental_inference
 
 Params = dict[str, tvm.nd.NDArray]
 #: Float initializers up to this size (scales, scalars) are frozen into the module, not params.
@@ -29,6 +31,7 @@ MAX_FROZEN_ELEMENTS = 8
 def load_onnx(path: Path, input_shapes: Mapping[str, object] | None) -> tuple[tvm.IRModule, Params]:
     """Read the ONNX file at ``path`` and convert it to Relay (weights returned as params)."""
     model = read_onnx(path)
+    invalid = checker_problem(model)
     declared, dtypes = declared_inputs(model)
     shapes = resolve_declared_shapes(declared, input_shapes)
     check_supported_ops(model)
@@ -39,12 +42,26 @@ def load_onnx(path: Path, input_shapes: Mapping[str, object] | None) -> tuple[tv
         # freeze_params=True freezes only what lift_weights left as initializers (shapes, axes,
         # scales), and makes TVM run DynamicToStatic: mxnet.onnx computes Reshape targets with
         # Shape/Slice/Concat, which would otherwise stay dynamic reshapes of unknown rank.
-        mod, _ = relay.frontend.from_onnx(model, shape=shapes, dtype=dtypes, freeze_params=True)
+        with warnings.catch_warnings(), incremental_inference():
+            warnings.simplefilter("ignore")  # TVM re-runs the checker and warns what it finds
+            mod, _ = relay.frontend.from_onnx(model, shape=shapes, dtype=dtypes,
+                                              freeze_params=True)
     except (tvm.error.OpNotImplemented, tvm.error.OpAttributeUnImplemented) as exc:
         raise UnsupportedOperatorError(
             f"TVM's ONNX frontend cannot convert part of {path.name}: {_first_line(exc)}. "
             "Replace that operator in the model (or re-export it with a different opset)"
         ) from exc
+    except Exception as exc:
+        if invalid is None:
+            raise
+        raise ModelFormatError(
+            f"{str(path)!r} parses as ONNX but is not a valid model ({invalid}), and TVM "
+            f"cannot convert it ({_first_line(exc)}); the file may be truncated or corrupt. "
+            "Re-export it and check it with onnx.checker.check_model"
+        ) from exc
+    if invalid is not None:
+        warnings.warn(f"{path.name}: onnx.checker: {invalid} (TVM converted it anyway)",
+                      stacklevel=3)
     used = {param.name_hint for param in mod["main"].params}
     params = {name: tvm.nd.array(array) for name, array in weights.items() if name in used}
     return finish_module(mod), params
@@ -77,7 +94,7 @@ def lift_weights(model: onnx.ModelProto) -> dict[str, np.ndarray]:
 
 
 def read_onnx(path: Path) -> onnx.ModelProto:
-    """Parse and check the file; :class:`ModelFormatError` when it is not a usable ONNX model."""
+    """Parse the file; :class:`ModelFormatError` when it is not ONNX or holds no graph."""
     try:
         model = onnx.load(str(path))
     except (DecodeError, RuntimeWarning, ValueError, OSError) as exc:
@@ -85,17 +102,26 @@ def read_onnx(path: Path) -> onnx.ModelProto:
             f"{str(path)!r} is not a readable ONNX model ({_first_line(exc)}); the file may be "
             "truncated or not ONNX at all. Re-export or re-download it"
         ) from exc
+    if not model.graph.node:
+        # Any bytes that happen to parse (an empty file, another protobuf) give an empty model.
+        raise ModelFormatError(
+            f"{str(path)!r} holds no ONNX graph (no nodes); the file is empty, truncated or not "
+            "an ONNX model. Re-export it"
+        )
+    return model
+
+
+def checker_problem(model: onnx.ModelProto) -> str | None:
+    """What ``onnx.checker`` finds wrong with the model, or None.
+
+    A finding is fatal only if TVM then fails too: the checker also rejects models that convert
+    fine (an output without a shape, say), while a truncated file fails both.
+    """
     try:
         onnx.checker.check_model(model)
     except onnx.checker.ValidationError as exc:
-        raise ModelFormatError(
-            f"{str(path)!r} parses as ONNX but is not a valid model ({_first_line(exc)}); the "
-            "file may be truncated or corrupt. Re-export it and check it with "
-            "onnx.checker.check_model"
-        ) from exc
-    if not model.graph.node:
-        raise ModelFormatError(f"{str(path)!r} is an ONNX model without any node; nothing to load")
-    return model
+        return _first_line(exc)
+    return None
 
 
 def declared_inputs(

@@ -101,7 +101,7 @@ def _printed_names(calls: list[relay.Call], comments: list[re.Match[str]]) -> li
     if len(calls) != len(comments) or any(m["span"] is None for m in comments):
         return None
     for call, match in zip(calls, comments, strict=True):
-        if _compact(str(call.checked_type)) != _compact(match["ty"]):
+        if _compact(_printed_type(call.checked_type)) != _compact(match["ty"]):
             return None
     return [match["span"] for match in comments]
 
@@ -126,6 +126,15 @@ def _rename_calls(func: relay.Function, names: dict[relay.Call, str]) -> relay.F
             return relay.Call(self.visit(call.op), new_args, call.attrs, call.type_args, span)
 
     return Renamer().visit(func)
+
+
+def _printed_type(ty: tvm.ir.Type) -> str:
+    """A type as ``astext()`` prints it in its ``ty=`` comments."""
+    if isinstance(ty, relay.TensorType):
+        return f"Tensor[({', '.join(str(int(d)) if isinstance(d, tvm.tir.IntImm) else '?' for d in ty.shape)}), {ty.dtype}]"
+    if isinstance(ty, relay.TupleType):
+        return "(" + ", ".join(_printed_type(field) for field in ty.fields) + ")"
+    return str(ty)
 
 
 def _compact(text: str) -> str:

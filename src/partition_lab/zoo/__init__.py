@@ -114,6 +114,8 @@ def reference_outputs(
     """Outputs of the model run by MXNet (``frontend="mxnet"``) or onnxruntime (``"onnx"``).
 
     These run the same weights as :func:`load`, for numerics checks of the Relay modules.
+    MXNet has no float16 ``batch_dot`` on the CPU, so for float16 models it computes in
+    float32 and rounds the outputs to float16 (onnxruntime computes in float16).
     """
     if frontend == "onnx":
         return _onnxruntime_outputs(onnx_path(name, small=small), inputs)
@@ -156,11 +158,23 @@ def _mxnet_outputs(
 
     from ..frontends._mxnet import read_params_file, read_symbol_json, symbol_from_json
 
-    symbol = symbol_from_json(read_symbol_json(symbol_path), symbol_path)
+    graph = read_symbol_json(symbol_path)
+    # MXNet has no float16 batch_dot on the CPU: compute in float32, return float16.
+    half = any(array.dtype == np.float16 for array in inputs.values())
+    if half:
+        for node in graph["nodes"]:
+            (node.get("attrs") or {}).pop("__dtype__", None)
+    symbol = symbol_from_json(graph, symbol_path)
     arg_params, aux_params = read_params_file(params_path, symbol)
-    args = {**arg_params, **{k: mx.nd.array(v, dtype=v.dtype) for k, v in inputs.items()}}
-    executor = symbol.bind(mx.cpu(), args=args, aux_states=aux_params, grad_req="null")
-    return [out.asnumpy() for out in executor.forward(is_train=False)]
+    if half:
+        arg_params = {k: v.astype("float32") for k, v in arg_params.items()}
+        aux_params = {k: v.astype("float32") for k, v in aux_params.items()}
+    feeds = {k: mx.nd.array(v, dtype="float32" if half else v.dtype) for k, v in inputs.items()}
+    executor = symbol.bind(
+        mx.cpu(), args={**arg_params, **feeds}, aux_states=aux_params, grad_req="null"
+    )
+    outputs = [out.asnumpy() for out in executor.forward(is_train=False)]
+    return [out.astype(np.float16) for out in outputs] if half else outputs
 
 
 def _onnxruntime_outputs(path: Path, inputs: Mapping[str, np.ndarray]) -> list[np.ndarray]:

@@ -100,6 +100,12 @@ def export_onnx(symbol: Any, params: Mapping[str, Any], shapes: Mapping[str, tup
             opset_version=ONNX_OPSET, dynamic=False,
         )
     _name_unnamed_nodes(graph)
+    # mxnet.onnx lists every weight as a graph input too (pre-IR-4 style); onnxruntime then
+    # warns that it cannot fold them, and they are not inputs anyone should feed.
+    weights = {init.name for init in graph.initializer}
+    inputs = [value for value in graph.input if value.name not in weights]
+    del graph.input[:]
+    graph.input.extend(inputs)
     return helper.make_model(
         graph, opset_imports=[helper.make_opsetid("", ONNX_OPSET)],
         producer_name="partition_lab.zoo (mxnet.onnx)",
