@@ -8,7 +8,6 @@ on disk keyed by signature and by this machine's CPU model, so a model is measur
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 from collections.abc import Callable, Iterable
@@ -20,6 +19,7 @@ from tvm import relay
 from tvm.contrib import graph_executor
 
 from .relay_graph import RelayGraph
+from .runtime import build_for_cpu
 
 ProgressFn = Callable[[int, int, str], None]
 
@@ -44,10 +44,14 @@ def measure_cpu_ops(
 
     Signatures already in the cache are not measured again; new ones are added to it.
     """
-    from .cost_models import op_signature
+    from .cost_models.measured import load_measurements, op_signature, save_measurements
+    from .errors import ProfileError
 
     cache = cache or cache_path()
-    table = _load(cache)
+    try:
+        table = dict(load_measurements(cache).times_s)
+    except ProfileError:
+        table = {}  # no cache yet (or an unreadable one, which is rebuilt)
     wanted: dict[str, int] = {}
     for node in (range(len(rg.graph)) if nodes is None else nodes):
         wanted.setdefault(op_signature(rg.graph[node]), node)
@@ -57,7 +61,8 @@ def measure_cpu_ops(
             progress(done, len(todo), rg.graph[node].op)
         table[sig] = time_single_op(rg.calls[node], number=number, repeat=repeat)
     if todo:
-        _save(cache, table)
+        save_measurements(cache, table, {"cpu": _cpu_name(), "tvm": tvm.__version__,
+                                         "method": "relay.build(llvm) per op, time_evaluator median"})
     return {sig: table[sig] for sig in wanted}
 
 
@@ -74,8 +79,7 @@ def time_single_op(call: relay.Call, *, number: int = 5, repeat: int = 3) -> flo
 
     body = relay.Call(call.op, [fresh(a) for a in call.args], call.attrs, call.type_args)
     mod = relay.transform.InferType()(tvm.IRModule.from_expr(relay.Function(params, body)))
-    with tvm.transform.PassContext(opt_level=3):
-        lib = relay.build(mod, target="llvm")
+    lib = build_for_cpu(mod)
     dev = tvm.cpu()
     module = graph_executor.GraphModule(lib["default"](dev))
     rng = np.random.default_rng(0)
@@ -99,19 +103,3 @@ def _cpu_name() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine()
-
-
-def _load(path: Path) -> dict[str, float]:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    return {str(k): float(v) for k, v in data.get("seconds", {}).items()}
-
-
-def _save(path: Path, table: dict[str, float]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".tmp{os.getpid()}")
-    payload = {"cpu": _cpu_name(), "tvm": tvm.__version__, "seconds": dict(sorted(table.items()))}
-    tmp.write_text(json.dumps(payload, indent=1))
-    os.replace(tmp, path)

