@@ -1,0 +1,147 @@
+"""Run and time every strategy's plan of every bundled model on the GPU machine (runs THERE; also
+runs here with --device cpu as a check).
+
+Per model: seeded synthetic weights (:func:`partition_lab.torch_exec.synthetic_weights`), batch
+norms calibrated on the input (float32, on the GPU), the unpartitioned graph run on the GPU in
+float32 and in the graph's precision (the references), then each plan: its outputs against both
+references, its end-to-end time (median of repeated runs, synchronised only where the program
+must) and a per-region / per-copy breakdown (separately synchronised runs). Results are written
+after every plan, so a run cut short keeps what it measured.
+
+    PYTHONPATH=src python3 bench/gpu/evidence.py --bundles .gpu_bundle/roofline \\
+        --out $OUT/evidence_roofline.json --budget 300
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from partition_lab.graph_io import read_bundle
+from partition_lab.torch_exec import (
+    PlanExecutor,
+    calibrate_batch_norm,
+    sample_inputs,
+    synthetic_weights,
+)
+
+
+def relative_error(out: list[np.ndarray], ref: list[np.ndarray]) -> float:
+    """Largest ||out - ref|| / ||ref|| over the outputs (float64); inf for NaN or shape mismatch."""
+    worst = 0.0
+    for a, b in zip(out, ref, strict=True):
+        if a.shape != b.shape or not np.all(np.isfinite(a)):
+            return float("inf")
+        a64, b64 = a.astype(np.float64), b.astype(np.float64)
+        worst = max(worst, float(np.linalg.norm(a64 - b64) / max(np.linalg.norm(b64), 1e-30)))
+    return worst
+
+
+def plan_key(plan: Any) -> tuple:
+    return tuple(sorted((r.device != "cpu", r.nodes) for r in plan.regions))
+
+
+def summarise(bench: Any) -> dict[str, Any]:
+    breakdown = bench.median_breakdown()
+    copies = breakdown.pop("copies", [])
+    breakdown["copies"] = {"count": len(copies), "bytes": sum(c["nbytes"] for c in copies),
+                           "time_s": sum(c["time_s"] for c in copies),
+                           "largest": sorted(copies, key=lambda c: -c["time_s"])[:5]}
+    return {"median_s": bench.median_s, "end_to_end_s": bench.end_to_end_s,
+            "breakdown": breakdown}
+
+
+def run_model(path: Path, device: str, deadline: float, write: Any) -> dict[str, Any]:
+    bundle = read_bundle(path)
+    graph, bindings = bundle.graph, bundle.bindings
+    row: dict[str, Any] = {"model": bundle.meta.get("model", path.name), "ops": len(graph),
+                           "cost_model": bundle.meta.get("cost_model"), "plans": {}}
+    start = time.perf_counter()
+    weights = synthetic_weights(graph, bindings, seed=0)
+    inputs = sample_inputs(graph, seed=0)
+    calibrate_batch_norm(graph, bindings, weights, inputs, device=device)
+    ref32 = PlanExecutor(graph, None, bindings, weights, device=device, dtype="float32").run(inputs)
+    reference = PlanExecutor(graph, None, bindings, weights, device=device)
+    ref16 = reference.run(inputs)
+    row["reference"] = {"setup_s": time.perf_counter() - start,
+                        "graph_precision_vs_float32": relative_error(ref16, ref32),
+                        "unpartitioned_gpu": summarise(reference.benchmark(
+                            inputs, warmup=2, repeats=20, max_seconds=3.0))}
+    del reference
+    seen: dict[tuple, str] = {}
+    for strategy, plan in bundle.plans.items():
+        if time.perf_counter() > deadline:
+            row["plans"][strategy] = {"skipped": "time budget reached"}
+            continue
+        key = plan_key(plan)
+        if key in seen:
+            row["plans"][strategy] = {**row["plans"][seen[key]], "same_plan_as": seen[key]}
+            continue
+        seen[key] = strategy
+        executor = PlanExecutor(graph, plan, bindings, weights, device=device)
+        outputs = executor.run(inputs)
+        bench = executor.benchmark(inputs, warmup=2, repeats=20, max_seconds=4.0)
+        row["plans"][strategy] = {
+            "accel_regions": len(plan.accelerator_regions), "cpu_regions": len(plan.cpu_regions),
+            "ops_on_accel": len(plan.accelerator_nodes),
+            "error_vs_unpartitioned": relative_error(outputs, ref16),
+            "error_vs_float32": relative_error(outputs, ref32),
+            **summarise(bench),
+        }
+        print(f"  {row['model']} {strategy}: {bench.median_s * 1e3:.3f} ms "
+              f"(err {row['plans'][strategy]['error_vs_unpartitioned']:.2e})", flush=True)
+        del executor
+        if device.startswith("cuda"):
+            torch.cuda.empty_cache()
+        write()
+    return row
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--bundles", type=Path, required=True)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--models", nargs="*")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--budget", type=float, default=300.0, help="seconds in all")
+    args = parser.parse_args(argv)
+    start = time.perf_counter()
+    order_file = args.bundles / "order.json"
+    names = args.models or (json.loads(order_file.read_text()) if order_file.is_file()
+                            else sorted(p.name[:-8] for p in args.bundles.glob("*.json.gz")))
+    result: dict[str, Any] = {"device": args.device, "torch": torch.__version__,
+                              "gpu": torch.cuda.get_device_name() if args.device != "cpu" else None,
+                              "cpu_threads": torch.get_num_threads(),
+                              "command": " ".join(sys.argv), "models": []}
+
+    def write() -> None:
+        result["elapsed_s"] = time.perf_counter() - start
+        tmp = args.out.with_suffix(".tmp")
+        tmp.write_text(json.dumps(result, indent=1))
+        tmp.replace(args.out)
+
+    for name in names:
+        if time.perf_counter() > start + args.budget:
+            result["models"].append({"model": name, "skipped": "time budget reached"})
+            continue
+        print(f"{name} ({time.perf_counter() - start:.0f} s)", flush=True)
+        try:
+            row = run_model(args.bundles / f"{name}.json.gz", args.device,
+                            start + args.budget, write)
+        except Exception as err:  # noqa: BLE001 - keep the other models' evidence
+            row = {"model": name, "error": f"{type(err).__name__}: {err}"}
+            print(f"  {name} failed: {row['error']}", flush=True)
+        result["models"].append(row)
+        write()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,275 @@
+"""OpGraph + plans (+ weights) as portable files, for running partitions where TVM is not.
+
+The GPU machine has PyTorch but no TVM, so everything the executor there needs is exported
+here as plain JSON: the graph (ops, attributes, tensor types, edges), how each call argument
+binds to a tensor or a weight (:class:`ArgRef`), the plans of several strategies and free-form
+metadata (predicted times...). Weights are not exported: both sides generate them from the
+shapes and a seed (:func:`partition_lab.torch_exec.synthetic_weights`), or take them from the
+Relay module here (:func:`weights_from_relay`).
+
+A bundle file (schema ``partition_lab.bundle/1``, gzip-compressed JSON)::
+
+    {"schema": "partition_lab.bundle/1", "meta": {...},
+     "graph": {"name", "nodes": [...], "edges": [[producer, index, consumer], ...],
+               "inputs": {name: {"shape", "dtype", "consumers"}}, "outputs": [[node, index]]},
+     "bindings": [[["t", "<tensor key>"] | ["w", <weight index>], ...] per node],
+     "plans": {strategy: PartitionPlan.to_dict()}}
+
+Nothing here imports TVM at module level; :func:`bindings_from_relay` and
+:func:`weights_from_relay` import it when called.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .errors import PartitionLabError
+from .graph import OpGraph, OpNode, TensorType
+from .plan import PartitionPlan
+
+SCHEMA = "partition_lab.bundle/1"
+
+
+@dataclass(frozen=True)
+class ArgRef:
+    """What one flattened call argument is: a tensor (by key) or the node's ``index``-th weight."""
+
+    kind: str  # "tensor" or "weight"
+    key: str = ""
+    index: int = -1
+
+    def to_json(self) -> list[Any]:
+        return ["t", self.key] if self.kind == "tensor" else ["w", self.index]
+
+    @classmethod
+    def from_json(cls, data: Sequence[Any]) -> ArgRef:
+        tag, value = data
+        return cls("tensor", key=str(value)) if tag == "t" else cls("weight", index=int(value))
+
+
+#: Per node, its flattened call arguments in call order.
+Bindings = tuple[tuple[ArgRef, ...], ...]
+
+
+@dataclass
+class Bundle:
+    """A graph with its argument bindings, plans by strategy name, and metadata."""
+
+    graph: OpGraph
+    bindings: Bindings
+    plans: dict[str, PartitionPlan] = field(default_factory=dict)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------------------- TVM side
+def bindings_from_relay(relay_graph: Any) -> Bindings:
+    """The argument bindings of a :class:`~partition_lab.relay_graph.RelayGraph`.
+
+    The OpGraph records argument types in call order but not which tensor each one is (its
+    edges are per producer); executing the graph needs that order (``divide(a, b)``).
+    """
+    from tvm import relay
+
+    graph: OpGraph = relay_graph.graph
+    node_of = {call: i for i, call in enumerate(relay_graph.calls)}
+    key_of = {(t.producer, t.index): t.key for t in graph.tensors if t.producer is not None}
+    bindings = []
+    for node_id, call in enumerate(relay_graph.calls):
+        refs: list[ArgRef] = []
+        for leaf in _leaves(call.args):
+            if isinstance(leaf, relay.TupleGetItem):
+                refs.append(_tuple_item_ref(leaf, node_of, key_of, graph))
+            elif isinstance(leaf, relay.Call):
+                refs.extend(ArgRef("tensor", key=key_of[(node_of[leaf], index)])
+                            for index in range(len(graph[node_of[leaf]].outputs)))
+            elif isinstance(leaf, relay.Var) and leaf.name_hint in graph.graph_inputs:
+                refs.append(ArgRef("tensor", key=f"input:{leaf.name_hint}"))
+            else:  # a constant or a parameter variable: the node's next weight
+                refs.append(ArgRef("weight", index=sum(r.kind == "weight" for r in refs)))
+        _check_binding(graph[node_id], refs)
+        bindings.append(tuple(refs))
+    return tuple(bindings)
+
+
+def _leaves(args: Any) -> list[Any]:
+    """Call arguments with Relay tuples flattened, in order."""
+    from tvm import relay
+
+    leaves: list[Any] = []
+    for expr in args:
+        if isinstance(expr, relay.Tuple):
+            leaves.extend(_leaves(expr.fields))
+        else:
+            leaves.append(expr)
+    return leaves
+
+
+def _tuple_item_ref(expr: Any, node_of: Mapping[Any, int], key_of: Mapping[tuple[int, int], str],
+                    graph: OpGraph) -> ArgRef:
+    from tvm import relay
+
+    inner = expr.tuple_value
+    if isinstance(inner, relay.Call):
+        return ArgRef("tensor", key=key_of[(node_of[inner], expr.index)])
+    if isinstance(inner, relay.Tuple):
+        field_expr = inner.fields[expr.index]
+        if isinstance(field_expr, relay.Call):
+            return ArgRef("tensor", key=key_of[(node_of[field_expr], 0)])
+    raise PartitionLabError(f"cannot bind {type(inner).__name__}[{expr.index}] in {graph.name}")
+
+
+def _check_binding(node: OpNode, refs: Sequence[ArgRef]) -> None:
+    n_weights = sum(ref.kind == "weight" for ref in refs)
+    if len(refs) != len(node.args) or n_weights != len(node.weights):
+        raise PartitionLabError(
+            f"node {node.name}: bound {len(refs)} args ({n_weights} weights) but the graph "
+            f"records {len(node.args)} ({len(node.weights)} weights)")
+
+
+def weights_from_relay(result: Any) -> dict[int, list[np.ndarray]]:
+    """The constant arguments of every node of a :class:`PartitionResult`, in weight order.
+
+    ``result.relay.calls[node]`` holds them as Relay constants (params were bound). Returns
+    ``{node id: [array, ...]}`` for nodes with weights.
+    """
+    from tvm import relay
+
+    weights: dict[int, list[np.ndarray]] = {}
+    graph_inputs = result.graph.graph_inputs
+    for node_id, call in enumerate(result.relay.calls):
+        arrays: list[np.ndarray] = []
+        for leaf in _leaves(call.args):
+            if isinstance(leaf, relay.Constant):
+                arrays.append(leaf.data.numpy())
+            elif isinstance(leaf, relay.Var) and leaf.name_hint not in graph_inputs:
+                raise PartitionLabError(
+                    f"parameter {leaf.name_hint} of {result.graph[node_id].name} is not bound: "
+                    "partition with params=... so that weights are constants")
+        if arrays:
+            weights[node_id] = arrays
+    return weights
+
+
+# ---------------------------------------------------------------------------- (de)serialisation
+def graph_to_dict(graph: OpGraph) -> dict[str, Any]:
+    """A JSON-ready description of ``graph`` (inverse: :func:`graph_from_dict`)."""
+    edges = []
+    for tensor in graph.tensors:
+        if tensor.producer is not None:
+            edges.extend([tensor.producer, tensor.index, c] for c in tensor.consumers)
+    return {
+        "name": graph.name,
+        "nodes": [_node_to_dict(node) for node in graph.nodes],
+        "edges": edges,
+        "inputs": {name: {**_type_to_dict(t.spec), "consumers": list(t.consumers)}
+                   for name, t in graph.graph_inputs.items()},
+        "outputs": [list(out) for out in graph.outputs],
+    }
+
+
+def graph_from_dict(data: Mapping[str, Any]) -> OpGraph:
+    """The OpGraph described by :func:`graph_to_dict`'s output."""
+    nodes = [_node_from_dict(raw) for raw in data["nodes"]]
+    inputs = {name: (_type_from_dict(raw), raw["consumers"])
+              for name, raw in data["inputs"].items()}
+    edges = [tuple(edge) for edge in data["edges"]]
+    return OpGraph(nodes, edges, inputs, [tuple(out) for out in data["outputs"]], data["name"])
+
+
+def _node_to_dict(node: OpNode) -> dict[str, Any]:
+    return {
+        "id": node.id, "op": node.op, "name": node.name, "source_name": node.source_name,
+        "inputs": [_type_to_dict(t) for t in node.inputs],
+        "outputs": [_type_to_dict(t) for t in node.outputs],
+        "weights": [_type_to_dict(t) for t in node.weights],
+        "args": [_type_to_dict(t) for t in node.args],
+        "attrs": _jsonable(dict(node.attrs)), "flops": node.flops,
+    }
+
+
+def _node_from_dict(raw: Mapping[str, Any]) -> OpNode:
+    def types(key: str) -> tuple[TensorType, ...]:
+        return tuple(_type_from_dict(t) for t in raw[key])
+
+    return OpNode(
+        id=raw["id"], op=raw["op"], name=raw["name"], source_name=raw["source_name"],
+        inputs=types("inputs"), outputs=types("outputs"), weights=types("weights"),
+        attrs=_tuples(raw["attrs"]), flops=float(raw["flops"]), args=types("args"),
+    )
+
+
+def _type_to_dict(spec: TensorType) -> dict[str, Any]:
+    return {"shape": list(spec.shape), "dtype": spec.dtype}
+
+
+def _type_from_dict(raw: Mapping[str, Any]) -> TensorType:
+    return TensorType(tuple(int(d) for d in raw["shape"]), str(raw["dtype"]))
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    return value
+
+
+def _tuples(value: Any) -> Any:
+    """JSON lists back to the tuples that Relay attributes were converted to."""
+    if isinstance(value, list):
+        return tuple(_tuples(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _tuples(v) for k, v in value.items()}
+    return value
+
+
+# ---------------------------------------------------------------------------- bundle files
+def write_bundle(path: str | Path, bundle: Bundle) -> Path:
+    """Write ``bundle`` as gzip-compressed JSON (see the module docstring)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    payload = {
+        "schema": SCHEMA,
+        "meta": _jsonable(bundle.meta),
+        "graph": graph_to_dict(bundle.graph),
+        "bindings": [[ref.to_json() for ref in refs] for refs in bundle.bindings],
+        "plans": {name: plan.to_dict() for name, plan in bundle.plans.items()},
+    }
+    with gzip.open(path, "wt", encoding="utf-8") as handle:
+        json.dump(payload, handle, separators=(",", ":"))
+    return path
+
+
+def read_bundle(path: str | Path) -> Bundle:
+    """Read a file written by :func:`write_bundle`.
+
+    Raises
+    ------
+    PartitionLabError
+        If the file is missing, not a bundle, or its bindings do not fit its graph.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise PartitionLabError(f"bundle {path} does not exist")
+    try:
+        with gzip.open(path, "rt", encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (OSError, json.JSONDecodeError) as err:
+        raise PartitionLabError(f"bundle {path} is not gzip-compressed JSON: {err}") from None
+    if data.get("schema") != SCHEMA:
+        raise PartitionLabError(f"bundle {path}: 'schema' must be {SCHEMA!r}")
+    graph = graph_from_dict(data["graph"])
+    bindings = tuple(tuple(ArgRef.from_json(ref) for ref in refs) for refs in data["bindings"])
+    if len(bindings) != len(graph):
+        raise PartitionLabError(f"bundle {path}: {len(bindings)} bindings for {len(graph)} nodes")
+    for node, refs in zip(graph.nodes, bindings, strict=True):
+        _check_binding(node, refs)
+    plans = {name: PartitionPlan.from_dict(graph, raw) for name, raw in data["plans"].items()}
+    return Bundle(graph, bindings, plans, dict(data.get("meta", {})))

@@ -1,0 +1,942 @@
+"""Run a partition plan on real devices with PyTorch: accelerator regions on a CUDA GPU, CPU islands
+on the host CPU, real host<->device copies between them, every region and copy timed.
+
+This is a stand-in, said plainly: the TVM wheel partition_lab depends on has no CUDA backend (and
+cannot be installed on the GPU machine at all), so the accelerator regions run each Relay op as
+the matching PyTorch op, through cuDNN/cuBLAS. With the ``tensorcore`` target's fp16 graphs and
+NHWC convolutions held in channels-last memory, cuDNN and cuBLAS run them on Tensor Cores, which
+is what TVM's CUDA tensor-core templates would use. CPU islands run with PyTorch's CPU kernels,
+not TVM's llvm code (TVM does not run there either). Ops run one by one, eagerly: nothing is fused
+as TVM would fuse elementwise ops into their producers.
+
+Without a GPU (``device="cpu"``) every region runs on the CPU and no copy happens; CI tests that
+path against TVM's own llvm build of the same module.
+
+Precision: tensors are computed in their graph dtype on the GPU. On the CPU, float16 graph tensors
+are computed in float32 (PyTorch's CPU float16 kernels are slow or missing); they cross to the GPU
+as float16, so the copied bytes are the graph's. ``dtype="float32"`` computes every float16
+tensor in float32 on both sides (a reference run).
+
+>>> import numpy as np                                                     # doctest: +SKIP
+>>> outputs, timings = run_plan(graph, plan, inputs, weights, bindings=bindings,
+...                             device="cuda")                             # doctest: +SKIP
+
+Main entry points: :func:`run_plan`, :class:`PlanExecutor` (prepare once, run and time many
+times), :func:`synthetic_weights` and :func:`calibrate_batch_norm` (weights on a machine without
+the model's parameters), :data:`KERNELS` (the op translations).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from .errors import PartitionLabError
+from .graph import OpGraph, OpNode, TensorType
+from .graph_io import ArgRef, Bindings
+from .plan import CPU, PartitionPlan
+
+_TORCH_DTYPES = {
+    "float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
+    "float64": torch.float64, "int64": torch.int64, "int32": torch.int32, "int16": torch.int16,
+    "int8": torch.int8, "uint8": torch.uint8, "bool": torch.bool,
+}
+_HALF = ("float16", "bfloat16")
+DTYPE_MODES = ("graph", "float32")
+
+
+class UnsupportedKernelError(PartitionLabError):
+    """An op (or an attribute value of it) that the PyTorch executor does not translate."""
+
+
+# ---------------------------------------------------------------------------- dtype policy
+def compute_dtype(graph_dtype: str, device: str, mode: str = "graph") -> torch.dtype:
+    """The torch dtype a tensor of ``graph_dtype`` is computed in on ``device``.
+
+    float16/bfloat16 stay as they are on CUDA in ``"graph"`` mode and become float32 on the CPU
+    and in ``"float32"`` mode.
+    """
+    if mode not in DTYPE_MODES:
+        raise PartitionLabError(f"dtype must be one of {DTYPE_MODES}, not {mode!r}")
+    if graph_dtype in _HALF and (mode == "float32" or not device.startswith("cuda")):
+        return torch.float32
+    try:
+        return _TORCH_DTYPES[graph_dtype]
+    except KeyError:
+        raise UnsupportedKernelError(f"no torch dtype for {graph_dtype!r}") from None
+
+
+# ---------------------------------------------------------------------------- layout helpers
+def _perm(src: str, dst: str) -> list[int]:
+    """Axis permutation taking a tensor in layout ``src`` to layout ``dst`` (same letters)."""
+    if sorted(src) != sorted(dst) or not src.isupper():
+        raise UnsupportedKernelError(f"layout {src} -> {dst} is not a plain permutation")
+    return [src.index(axis) for axis in dst]
+
+
+def _to_nchw(x: torch.Tensor, layout: str) -> torch.Tensor:
+    # NHWC data viewed as NCHW has channels-last strides: no copy, and cuDNN keeps it that way.
+    return x if layout == "NCHW" else x.permute(_perm(layout, "NCHW"))
+
+
+def _from_nchw(x: torch.Tensor, layout: str) -> torch.Tensor:
+    return x if layout == "NCHW" else x.permute(_perm("NCHW", layout))
+
+
+def _split_padding(padding: Sequence[int]) -> tuple[tuple[int, int], tuple[int, int] | None]:
+    """Relay 2-D padding (1, 2 or 4 values) -> symmetric (h, w), or None plus the explicit pad."""
+    pad = list(padding)
+    if len(pad) == 1:
+        pad = pad * 4
+    elif len(pad) == 2:
+        pad = [pad[0], pad[1], pad[0], pad[1]]
+    top, left, bottom, right = pad
+    if top == bottom and left == right:
+        return (top, left), None
+    return (0, 0), (left, right, top, bottom)
+
+
+# ---------------------------------------------------------------------------- kernels
+@dataclass(frozen=True)
+class Kernel:
+    """One op's translation: ``run(node, args, prepared)`` returns a tensor or a tuple.
+
+    ``args`` are the flattened call arguments in call order (activations and weights alike).
+    ``prepare(node, args)``, if given, runs once when an executor is built, with the weights
+    filled in and activations as None; what it returns is passed to every ``run`` (for example a
+    kernel permuted to OIHW and held in channels-last memory, or batch norm folded to a scale
+    and a shift), so the timed runs do no weight work.
+    """
+
+    run: Callable[[OpNode, list[Any], Any], Any]
+    prepare: Callable[[OpNode, list[Any]], Any] | None = None
+
+
+KERNELS: dict[str, Kernel] = {}
+
+
+def kernel(*ops: str, prepare: Callable[[OpNode, list[Any]], Any] | None = None
+           ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register ``run`` as the kernel of ``ops``."""
+    def register(run: Callable[..., Any]) -> Callable[..., Any]:
+        for op in ops:
+            KERNELS[op] = Kernel(run, prepare)
+        return run
+    return register
+
+
+def supported_ops() -> list[str]:
+    """Relay op names the executor can run."""
+    return sorted(KERNELS)
+
+
+def _elementwise(fn: Callable[..., torch.Tensor]) -> Callable[[OpNode, list[Any], Any], Any]:
+    return lambda node, args, prepared: fn(*args)
+
+
+for _op, _fn in {
+    "add": torch.add, "subtract": torch.sub, "multiply": torch.mul, "divide": torch.div,
+    "power": torch.pow, "maximum": torch.maximum, "minimum": torch.minimum,
+    "nn.relu": F.relu, "sigmoid": torch.sigmoid, "tanh": torch.tanh, "exp": torch.exp,
+    "log": torch.log, "sqrt": torch.sqrt, "rsqrt": torch.rsqrt, "erf": torch.erf,
+    "negative": torch.neg, "abs": torch.abs, "floor_divide": torch.floor_divide,
+}.items():
+    KERNELS[_op] = Kernel(_elementwise(_fn))
+
+
+@kernel("copy", "cast", "nn.dropout", "stop_gradient")
+def _identity(node: OpNode, args: list[Any], prepared: Any) -> Any:
+    # cast: the executor casts every output to its graph type after the kernel.
+    # dropout: inference is the identity; its second output (the mask) is never used.
+    return (args[0], args[0]) if len(node.outputs) == 2 else args[0]
+
+
+@kernel("reshape", "contrib_reverse_reshape", "nn.batch_flatten", "squeeze", "expand_dims")
+def _reshape(node: OpNode, args: list[Any], prepared: Any) -> Any:
+    # The graph knows every output shape; Relay's reshape codes (0, -1, -2...) need no decoding.
+    return args[0].reshape(node.outputs[0].shape)
+
+
+@kernel("transpose")
+def _transpose(node: OpNode, args: list[Any], prepared: Any) -> Any:
+    axes = node.attrs.get("axes")
+    axes = list(reversed(range(args[0].dim()))) if not axes else list(axes)
+    # TVM writes a transposed copy; so do we, or later ops would see strided views for free.
+    return args[0].permute(axes).contiguous()
+
+
+@kernel("layout_transform")
+def _layout_transform(node: OpNode, args: list[Any], prepared: Any) -> Any:
+    perm = _perm(node.attrs["src_layout"], node.attrs["dst_layout"])
+    return args[0].permute(perm).contiguous()
+
+
+@kernel("nn.leaky_relu")
+def _leaky_relu(node: OpNode, args: list[Any], prepared: Any) -> Any:
+    return F.leaky_relu(args[0], float(node.attrs.get("alpha", 0.01)))
+
+
+@kernel("clip")
+def _clip(node: OpNode, args: list[Any], prepared: Any) -> Any:
+    return torch.clamp(args[0], float(node.attrs["a_min"]), float(node.attrs["a_max"]))
+
+
+@kernel("nn.softmax", "nn.log_softmax")
+def _softmax(node: OpNode, args: list[Any], prepared: Any) -> Any:
+    fn = F.softmax if node.op == "nn.softmax" else F.log_softmax
+    return fn(args[0], dim=int(node.attrs.get("axis", -1)))
+
+
+@kernel("concatenate")
+def _concatenate(node: OpNode, args: list[Any], prepared: Any) -> Any:
+    return torch.cat(args, dim=int(node.attrs.get("axis", 0)))
+
+
+@kernel("split")
+def _split(node: OpNode, args: list[Any], prepared: Any) -> Any:
+    axis = int(node.attrs.get("axis", 0))
+    sizes = [out.shape[axis] for out in node.outputs]
+    return tuple(torch.split(args[0], sizes, dim=axis))
+
+
+@kernel("strided_slice")
+def _strided_slice(node: OpNode, args: list[Any], prepared: Any) -> Any:
+    x = args[0]
+    begin, end = list(node.attrs["begin"]), list(node.attrs["end"])
+    strides = list(node.attrs.get("strides") or [1] * len(begin))
+    axes = node.attrs.get("axes") or range(len(begin))
+    index: list[Any] = [slice(None)] * x.dim()
+    for i, axis in enumerate(axes):
+        stride = strides[i] if i < len(strides) else strides[-1]
+        stop = end[i]
+        if node.attrs.get("slice_mode") == "size":
+            stop = x.shape[axis] if stop < 0 else begin[i] + stop
+        index[axis] = slice(begin[i], min(stop, x.shape[axis]), stride)
+    return x[tuple(index)]
+
+
+def _reduce_axes(node: OpNode, ndim: int) -> list[int]:
+    axis = node.attrs.get("axis")
+    axes = list(range(ndim)) if axis is None else [a % ndim for a in (
+        axis if isinstance(axis, tuple) else (axis,))]
+    if node.attrs.get("exclude"):
+        axes = [a for a in range(ndim) if a not in axes]
+    return axes
+
+
+@kernel("mean", "sum", "max", "min")
+def _reduce(node: OpNode, args: list[Any], prepared: Any) -> Any:
+    x = args[0]
+    axes = _reduce_axes(node, x.dim())
+    keep = bool(node.attrs.get("keepdims", False))
+    if node.op in ("mean", "sum"):
+        return (torch.mean if node.op == "mean" else torch.sum)(x, dim=axes, keepdim=keep)
+    fn = torch.amax if node.op == "max" else torch.amin
+    return fn(x, dim=axes, keepdim=keep)
+
+
+@kernel("nn.pad")
+def _pad(node: OpNode, args: list[Any], prepared: Any) -> Any:
+    if node.attrs.get("pad_mode", "constant") != "constant":
+        raise UnsupportedKernelError(f"nn.pad mode {node.attrs['pad_mode']!r}")
+    pads: list[int] = []
+    for before, after in reversed(node.attrs["pad_width"]):
+        pads += [int(before), int(after)]
+    value = float(args[1]) if len(args) > 1 else float(node.attrs.get("pad_value", 0.0))
+    return F.pad(args[0], pads, value=value)
+
+
+# --- matrix ops
+@kernel("nn.dense")
+def _dense(node: OpNode, args: list[Any], prepared: Any) -> Any:
+    return F.linear(args[0], args[1])
+
+
+@kernel("nn.matmul")
+def _matmul(node: OpNode, args: list[Any], prepared: Any) -> Any:
+    a, b = args[0], args[1]
+    a = a.transpose(-1, -2) if node.attrs.get("transpose_a") else a
+    b = b.transpose(-1, -2) if node.attrs.get("transpose_b") else b
+    return torch.matmul(a, b)
+
+
+@kernel("nn.batch_matmul")
+def _batch_matmul(node: OpNode, args: list[Any], prepared: Any) -> Any:
+    a, b = args[0], args[1]
+    a = a.transpose(-1, -2) if node.attrs.get("transpose_a") else a
+    # Relay's default is transpose_b=True (x * y^T); cuBLAS reads the transposed view as is.
+    b = b.transpose(-1, -2) if node.attrs.get("transpose_b", True) else b
+    return torch.matmul(a, b)
+
+
+@kernel("nn.bias_add")
+def _bias_add(node: OpNode, args: list[Any], prepared: Any) -> Any:
+    x, bias = args[0], args[1]
+    axis = int(node.attrs.get("axis", 1)) % x.dim()
+    shape = [1] * x.dim()
+    shape[axis] = -1
+    return x + bias.reshape(shape)
+
+
+def _conv_prepare(node: OpNode, args: list[Any]) -> Any:
+    weight = args[1]
+    if weight is None:
+        return None
+    return _conv_weight(node, weight)
+
+
+def _conv_weight(node: OpNode, weight: torch.Tensor) -> torch.Tensor:
+    target = "OIHW" if node.op == "nn.conv2d" else "IOHW"
+    default = "OIHW" if node.op == "nn.conv2d" else "IOHW"
+    layout = node.attrs.get("kernel_layout") or default
+    weight = weight.permute(_perm(layout, target))
+    # Channels-last weights let cuDNN pick its NHWC Tensor Core kernels without a conversion.
+    return weight.contiguous(memory_format=torch.channels_last)
+
+
+@kernel("nn.conv2d", prepare=_conv_prepare)
+def _conv2d(node: OpNode, args: list[Any], prepared: Any) -> Any:
+    layout = node.attrs.get("data_layout") or "NCHW"
+    weight = prepared if prepared is not None else _conv_weight(node, args[1])
+    x = _to_nchw(args[0], layout)
+    padding, explicit = _split_padding(node.attrs.get("padding", (0, 0)))
+    if explicit is not None:
+        x = F.pad(x, explicit)
+    y = F.conv2d(x, weight, None, tuple(node.attrs.get("strides", (1, 1))), padding,
+                 tuple(node.attrs.get("dilation", (1, 1))), int(node.attrs.get("groups", 1)))
+    return _from_nchw(y, node.attrs.get("out_layout") or layout)
+
+
+@kernel("nn.conv2d_transpose", prepare=_conv_prepare)
+def _conv2d_transpose(node: OpNode, args: list[Any], prepared: Any) -> Any:
+    layout = node.attrs.get("data_layout") or "NCHW"
+    weight = prepared if prepared is not None else _conv_weight(node, args[1])
+    x = _to_nchw(args[0], layout)
+    out_shape = _to_nchw(torch.empty(node.outputs[0].shape, device="meta"),
+                         node.attrs.get("out_layout") or layout).shape
+    pad = list(node.attrs.get("padding", (0, 0, 0, 0)))
+    pad = pad * 4 if len(pad) == 1 else pad + pad if len(pad) == 2 else pad
+    # Full transposed convolution, then crop: handles asymmetric padding and output_padding.
+    y = F.conv_transpose2d(x, weight, None, tuple(node.attrs.get("strides", (1, 1))), 0,
+                           tuple(node.attrs.get("output_padding", (0, 0))),
+                           int(node.attrs.get("groups", 1)), tuple(node.attrs.get("dilation", (1, 1))))
+    y = y[:, :, pad[0]:pad[0] + out_shape[2], pad[1]:pad[1] + out_shape[3]]
+    return _from_nchw(y, node.attrs.get("out_layout") or layout)
+
+
+# --- normalisation
+def _channel_shape(node: OpNode, ndim: int) -> list[int]:
+    shape = [1] * ndim
+    shape[int(node.attrs.get("axis", 1)) % ndim] = -1
+    return shape
+
+
+def _batch_norm_prepare(node: OpNode, args: list[Any]) -> Any:
+    gamma, beta, mean, var = args[1:5]
+    if any(a is None for a in (gamma, beta, mean, var)):
+        return None
+    return _fold_batch_norm(node, gamma, beta, mean, var)
+
+
+def _fold_batch_norm(node: OpNode, gamma: Any, beta: Any, mean: Any, var: Any) -> Any:
+    # Inference batch norm is one multiply-add per element: fold it once into scale and shift.
+    eps = float(node.attrs.get("epsilon", 1e-5))
+    inv = torch.rsqrt(var.float() + eps)
+    scale = gamma.float() * inv if node.attrs.get("scale", True) else inv
+    shift = (beta.float() if node.attrs.get("center", True) else 0) - mean.float() * scale
+    shape = _channel_shape(node, len(node.args[0].shape))
+    return scale.to(gamma.dtype).reshape(shape), shift.to(gamma.dtype).reshape(shape)
+
+
+@kernel("nn.batch_norm", prepare=_batch_norm_prepare)
+def _batch_norm(node: OpNode, args: list[Any], prepared: Any) -> Any:
+    scale, shift = prepared if prepared is not None else _fold_batch_norm(node, *args[1:5])
+    return torch.addcmul(shift, args[0], scale), args[3], args[4]
+
+
+@kernel("nn.layer_norm")
+def _layer_norm(node: OpNode, args: list[Any], prepared: Any) -> Any:
+    x, gamma, beta = args[0], args[1], args[2]
+    axis = int(node.attrs.get("axis", -1)) % x.dim()
+    eps = float(node.attrs.get("epsilon", 1e-5))
+    gamma = gamma if node.attrs.get("scale", True) else None
+    beta = beta if node.attrs.get("center", True) else None
+    if axis == x.dim() - 1:
+        return F.layer_norm(x, (x.shape[-1],), gamma, beta, eps)
+    mean = x.mean(dim=axis, keepdim=True)
+    var = x.var(dim=axis, keepdim=True, correction=0)
+    y = (x - mean) * torch.rsqrt(var + eps)
+    shape = _channel_shape(node, x.dim())
+    y = y * gamma.reshape(shape) if gamma is not None else y
+    return y + beta.reshape(shape) if beta is not None else y
+
+
+# --- pooling and resizing
+def _pool_window(node: OpNode) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+    return (tuple(node.attrs.get("pool_size", (1, 1))), tuple(node.attrs.get("strides", (1, 1))),
+            tuple(node.attrs.get("dilation", (1, 1))))
+
+
+@kernel("nn.max_pool2d")
+def _max_pool2d(node: OpNode, args: list[Any], prepared: Any) -> Any:
+    layout = node.attrs.get("layout") or "NCHW"
+    size, strides, dilation = _pool_window(node)
+    x = _to_nchw(args[0], layout)
+    padding, explicit = _split_padding(node.attrs.get("padding", (0, 0)))
+    if explicit is not None or any(2 * p > k for p, k in zip(padding, size, strict=True)):
+        x = F.pad(x, explicit or (padding[1], padding[1], padding[0], padding[0]),
+                  value=-math.inf)
+        padding = (0, 0)
+    y = F.max_pool2d(x, size, strides, padding, dilation, bool(node.attrs.get("ceil_mode")))
+    return _from_nchw(y, node.attrs.get("out_layout") or layout)
+
+
+@kernel("nn.avg_pool2d")
+def _avg_pool2d(node: OpNode, args: list[Any], prepared: Any) -> Any:
+    layout = node.attrs.get("layout") or "NCHW"
+    size, strides, dilation = _pool_window(node)
+    if any(d != 1 for d in dilation):
+        raise UnsupportedKernelError("nn.avg_pool2d with dilation")
+    x = _to_nchw(args[0], layout)
+    padding, explicit = _split_padding(node.attrs.get("padding", (0, 0)))
+    include_pad = bool(node.attrs.get("count_include_pad", False))
+    if explicit is not None:
+        if not include_pad:
+            raise UnsupportedKernelError("nn.avg_pool2d with asymmetric padding that is not counted")
+        x, padding = F.pad(x, explicit), (0, 0)
+    y = F.avg_pool2d(x, size, strides, padding, bool(node.attrs.get("ceil_mode")), include_pad)
+    return _from_nchw(y, node.attrs.get("out_layout") or layout)
+
+
+@kernel("nn.global_avg_pool2d", "nn.global_max_pool2d", "nn.adaptive_avg_pool2d",
+        "nn.adaptive_max_pool2d")
+def _global_pool(node: OpNode, args: list[Any], prepared: Any) -> Any:
+    layout = node.attrs.get("layout") or "NCHW"
+    x = _to_nchw(args[0], layout)
+    out = _to_nchw(torch.empty(node.outputs[0].shape, device="meta"),
+                   node.attrs.get("out_layout") or layout).shape
+    fn = F.adaptive_max_pool2d if "max" in node.op else F.adaptive_avg_pool2d
+    return _from_nchw(fn(x, (out[2], out[3])), node.attrs.get("out_layout") or layout)
+
+
+@kernel("image.resize2d")
+def _resize2d(node: OpNode, args: list[Any], prepared: Any) -> Any:
+    layout = node.attrs.get("layout") or "NCHW"
+    size = tuple(int(s) for s in node.attrs["size"])
+    method = node.attrs.get("method", "linear")
+    transform = node.attrs.get("coordinate_transformation_mode", "half_pixel")
+    x = _to_nchw(args[0], layout)
+    if method in ("linear", "bilinear") and transform in ("align_corners", "half_pixel"):
+        y = F.interpolate(x, size, mode="bilinear", align_corners=transform == "align_corners")
+    elif method == "nearest_neighbor" and transform == "asymmetric":
+        y = F.interpolate(x, size, mode="nearest")
+    else:
+        raise UnsupportedKernelError(
+            f"image.resize2d method={method!r} coordinate_transformation_mode={transform!r}")
+    return _from_nchw(y, layout)
+
+
+# ---------------------------------------------------------------------------- weights
+def synthetic_weights(graph: OpGraph, bindings: Bindings, seed: int = 0
+                      ) -> dict[int, list[np.ndarray]]:
+    """Random weights for every node, reproducible from ``seed`` and the graph alone.
+
+    Each node's stream is seeded by ``(seed, node id)``, so the same graph gives the same
+    weights on any machine (numpy's generator, not torch's). Scales keep activations finite in
+    float16: convolution and dense kernels He-initialised from their fan-in, batch norm with
+    gamma near 1, beta and mean near 0 and variance 1 (see :func:`calibrate_batch_norm`), other
+    constants near 1 (multipliers, divisors) or near 0 (biases, addends).
+    """
+    return {node.id: synthetic_node_weights(node, refs, seed)
+            for node, refs in zip(graph.nodes, bindings, strict=True) if node.weights}
+
+
+def synthetic_node_weights(node: OpNode, refs: Sequence[ArgRef], seed: int = 0
+                           ) -> list[np.ndarray]:
+    """One node's weights as :func:`synthetic_weights` makes them (stream ``(seed, node.id)``)."""
+    rng = np.random.default_rng([seed, node.id])
+    return [_synthetic_array(node, position, node.args[position], rng)
+            for position, ref in enumerate(refs) if ref.kind == "weight"]
+
+
+def sample_inputs(graph: OpGraph, seed: int = 0) -> dict[str, np.ndarray]:
+    """Standard-normal graph inputs from ``seed``, drawn as ``partition_lab.zoo.sample_inputs``
+    draws them (one generator, inputs in order), so both give the same arrays."""
+    rng = np.random.default_rng(seed)
+    return {name: rng.standard_normal(t.spec.shape).astype(t.spec.dtype)
+            for name, t in graph.graph_inputs.items()}
+
+
+def _synthetic_array(node: OpNode, position: int, spec: TensorType,
+                     rng: np.random.Generator) -> np.ndarray:
+    shape = spec.shape
+    if not spec.dtype.startswith(("float", "bfloat")):
+        return np.zeros(shape, dtype=spec.dtype)
+    dtype = "float32" if spec.dtype == "bfloat16" else spec.dtype
+    matrix = node.op.startswith("nn.conv") or node.op in ("nn.dense", "nn.matmul", "nn.batch_matmul")
+    if matrix and position == 1:
+        fan_in = _fan_in(node, shape)
+        return (rng.standard_normal(shape) * math.sqrt(2.0 / fan_in)).astype(dtype)
+    if node.op == "nn.batch_norm":
+        # gamma, beta, mean, var
+        value = {1: 1.0 + 0.1 * rng.standard_normal(shape), 2: 0.1 * rng.standard_normal(shape),
+                 3: 0.1 * rng.standard_normal(shape), 4: np.ones(shape)}.get(position)
+        if value is not None:
+            return np.asarray(value).astype(dtype)
+    if node.op in ("nn.layer_norm",) and position == 1:
+        return (1.0 + 0.1 * rng.standard_normal(shape)).astype(dtype)
+    if node.op in ("multiply", "divide", "power"):
+        return rng.uniform(0.5, 1.5, shape).astype(dtype)
+    return (0.1 * rng.standard_normal(shape)).astype(dtype)
+
+
+def _fan_in(node: OpNode, shape: tuple[int, ...]) -> int:
+    if node.op in ("nn.conv2d", "nn.conv1d", "nn.conv3d"):
+        layout = node.attrs.get("kernel_layout") or "OIHW"
+        out_axis = layout.index("O") if "O" in layout else 0
+        return max(1, math.prod(shape) // max(shape[out_axis], 1))
+    if node.op.endswith("_transpose"):
+        layout = node.attrs.get("kernel_layout") or "IOHW"
+        in_axis = layout.index("I") if "I" in layout else 0
+        return max(1, math.prod(shape) // max(shape[in_axis], 1))
+    if node.op == "nn.batch_matmul":
+        transpose_b = node.attrs.get("transpose_b", True)
+        return shape[-1] if transpose_b else shape[-2]
+    return shape[-1]
+
+
+def calibrate_batch_norm(graph: OpGraph, bindings: Bindings, weights: dict[int, list[np.ndarray]],
+                         inputs: Mapping[str, np.ndarray], device: str = "cpu") -> None:
+    """Set every batch norm's moving mean and variance to its input's statistics, in place.
+
+    Random weights make activations grow layer after layer (residual adds double the variance
+    each block); with each batch norm normalising its actual input, a deep network stays in
+    float16 range, as a trained one does. Runs the whole graph once in float32 on ``device``.
+    """
+    def record(node: OpNode, args: list[Any]) -> None:
+        if node.op != "nn.batch_norm":
+            return
+        x = args[0].float()
+        axis = int(node.attrs.get("axis", 1)) % x.dim()
+        dims = [d for d in range(x.dim()) if d != axis]
+        var, mean = torch.var_mean(x, dim=dims, correction=0)
+        refs = bindings[node.id]
+        for position, value in ((3, mean), (4, var)):
+            ref = refs[position]
+            if ref.kind == "weight":
+                arrays = weights[node.id]
+                arrays[ref.index] = value.cpu().numpy().astype(arrays[ref.index].dtype)
+                args[position] = value.to(args[position].dtype)
+
+    interpreter = PlanExecutor(graph, None, bindings, weights, device=device, dtype="float32")
+    interpreter.run(inputs, before_node=record, prepare_weights=False)
+
+
+def op_callable(node: OpNode, refs: Sequence[ArgRef], *, device: str, dtype: str = "graph",
+                seed: int = 0) -> Callable[[], Any]:
+    """A zero-argument function running one op as the executor runs it, for timing it alone.
+
+    Activations are random tensors of the node's argument types, weights are
+    :func:`synthetic_node_weights` and prepared once; each call runs the kernel and the casts
+    of its outputs to their compute dtype, nothing else (no synchronisation).
+    """
+    generator = torch.Generator().manual_seed(seed)
+    args: list[Any] = []
+    weights = iter(synthetic_node_weights(node, refs, seed))
+    for spec, ref in zip(node.args, refs, strict=True):
+        torch_dtype = compute_dtype(spec.dtype, device, dtype)
+        if ref.kind == "weight":
+            value = torch.as_tensor(next(weights))
+        elif torch_dtype.is_floating_point:
+            value = torch.randn(spec.shape, generator=generator)
+        else:
+            value = torch.zeros(spec.shape)
+        args.append(value.to(device=device, dtype=torch_dtype))
+    kern = KERNELS[node.op]
+    weight_args = [a if r.kind == "weight" else None for a, r in zip(args, refs, strict=True)]
+    prepared = kern.prepare(node, weight_args) if kern.prepare else None
+    wanted = [compute_dtype(spec.dtype, device, dtype) for spec in node.outputs]
+
+    def call() -> Any:
+        result = kern.run(node, args, prepared)
+        results = result if isinstance(result, tuple) else (result,)
+        return [r if r.dtype == w else r.to(w) for r, w in zip(results, wanted, strict=True)]
+
+    return call
+
+
+# ---------------------------------------------------------------------------- timings
+@dataclass
+class RunTimings:
+    """Times of one run (seconds). ``regions`` by label; ``copies`` one row per copied tensor."""
+
+    total_s: float
+    regions: dict[str, float] = field(default_factory=dict)
+    copies: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def copy_s(self) -> float:
+        return sum(c["time_s"] for c in self.copies)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"total_s": self.total_s, "regions": dict(self.regions), "copies": list(self.copies),
+                "copy_s": self.copy_s}
+
+
+@dataclass
+class Benchmark:
+    """Repeated timings of a plan: end-to-end runs and separately synchronised breakdown runs."""
+
+    end_to_end_s: list[float]
+    breakdowns: list[RunTimings]
+
+    @property
+    def median_s(self) -> float:
+        return statistics.median(self.end_to_end_s)
+
+    def median_breakdown(self) -> dict[str, Any]:
+        """Per region and per copy, the median over the breakdown runs."""
+        if not self.breakdowns:
+            return {}
+        regions = {label: statistics.median(b.regions[label] for b in self.breakdowns)
+                   for label in self.breakdowns[0].regions}
+        copies = []
+        for i, row in enumerate(self.breakdowns[0].copies):
+            copies.append({**row, "time_s": statistics.median(b.copies[i]["time_s"]
+                                                                for b in self.breakdowns)})
+        return {"total_s": statistics.median(b.total_s for b in self.breakdowns),
+                "regions": regions, "copies": copies,
+                "copy_s": sum(c["time_s"] for c in copies)}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"median_s": self.median_s, "end_to_end_s": self.end_to_end_s,
+                "breakdown": self.median_breakdown()}
+
+
+# ---------------------------------------------------------------------------- executor
+@dataclass(frozen=True)
+class _Step:
+    """One region to run, or one tensor to copy."""
+
+    kind: str  # "region" or "copy"
+    label: str
+    device: str
+    nodes: tuple[int, ...] = ()
+    tensor: str = ""
+    src: str = ""
+    wire_dtype: str = ""
+    nbytes: float = 0.0
+
+
+class PlanExecutor:
+    """Runs one plan of one graph, many times, on real devices.
+
+    Parameters
+    ----------
+    graph, plan, bindings:
+        The OpGraph, a :class:`PartitionPlan` of it (None: the whole graph as one region on
+        ``device``, the unpartitioned reference) and the call-argument bindings
+        (:func:`partition_lab.graph_io.bindings_from_relay` or a bundle's).
+    weights:
+        ``{node id: [array per weight]}`` (:func:`~partition_lab.graph_io.weights_from_relay`
+        or :func:`synthetic_weights`). They are placed on their region's device once, as an
+        accelerator keeps them resident; copies of weights are never timed.
+    device:
+        ``"cuda"`` (accelerator regions on the GPU, CPU islands on the host) or ``"cpu"``
+        (everything on the CPU, no copies).
+    dtype:
+        ``"graph"`` or ``"float32"`` (see :func:`compute_dtype`).
+
+    Raises
+    ------
+    UnsupportedKernelError
+        If the graph has an op without a translation (:func:`supported_ops`).
+    """
+
+    def __init__(self, graph: OpGraph, plan: PartitionPlan | None, bindings: Bindings,
+                 weights: Mapping[int, Sequence[np.ndarray]], *, device: str = "cuda",
+                 dtype: str = "graph") -> None:
+        if device.startswith("cuda") and not torch.cuda.is_available():
+            raise PartitionLabError("device='cuda' asked for but torch sees no CUDA device")
+        missing = sorted({n.op for n in graph.nodes} - set(KERNELS))
+        if missing:
+            raise UnsupportedKernelError(f"no PyTorch translation for {', '.join(missing)}")
+        self.graph, self.plan, self.bindings = graph, plan, bindings
+        self.device, self.dtype = device, dtype
+        self.node_device = [self._device_of(plan, n) for n in range(len(graph))]
+        self.steps = self._schedule()
+        self._weights = weights
+        self._args: dict[int, list[Any]] = {}
+        self._prepared: dict[int, Any] = {}
+        self._outputs_by_node: dict[int, tuple[TensorType, ...]] = {
+            n.id: n.outputs for n in graph.nodes}
+        self._last_use = self._last_uses()
+        self._output_keys = {f"{graph[n].name}:{i}" for n, i in graph.outputs}
+
+    # ------------------------------------------------------------------ schedule
+    def _device_of(self, plan: PartitionPlan | None, node: int) -> str:
+        if plan is None or not self.device.startswith("cuda"):
+            return self.device
+        return self.device if plan.device_of(node) != CPU else "cpu"
+
+    def _schedule(self) -> list[_Step]:
+        """Regions in a topological order, each followed by the copies of its crossing outputs."""
+        import networkx as nx
+
+        if self.plan is None:
+            groups = [(f"{'accel' if self.device.startswith('cuda') else 'cpu'}0",
+                       tuple(range(len(self.graph))))]
+        else:
+            quotient = self.plan.region_graph()
+            first = {r.id: min(r.nodes) for r in self.plan.regions}
+            order = nx.lexicographical_topological_sort(quotient, key=lambda r: first[r])
+            groups = [(self.plan.regions[r].label, self.plan.regions[r].nodes) for r in order]
+        steps = [step for step in self._copies_of_inputs()]
+        for label, nodes in groups:
+            device = self.node_device[nodes[0]]
+            steps.append(_Step("region", label, device, tuple(sorted(nodes))))
+            steps.extend(self._copies_after(nodes, device))
+        return steps
+
+    def _destinations(self, tensor: Any) -> set[str]:
+        places = {self.node_device[c] for c in tensor.consumers}
+        return places | {"cpu"} if tensor.is_output else places
+
+    def _copies_of_inputs(self) -> list[_Step]:
+        steps = []
+        for tensor in self.graph.graph_inputs.values():
+            for dst in sorted(self._destinations(tensor) - {"cpu"}):
+                steps.append(_Step("copy", f"{tensor.key}->{dst}", dst, tensor=tensor.key,
+                                   src="cpu", wire_dtype=tensor.spec.dtype, nbytes=tensor.nbytes))
+        return steps
+
+    def _copies_after(self, nodes: Sequence[int], device: str) -> list[_Step]:
+        members = set(nodes)
+        steps = []
+        for tensor in self.graph.tensors:
+            if tensor.producer in members:
+                for dst in sorted(self._destinations(tensor) - {device}):
+                    steps.append(_Step("copy", f"{tensor.key}->{dst}", dst, tensor=tensor.key,
+                                       src=device, wire_dtype=tensor.spec.dtype,
+                                       nbytes=tensor.nbytes))
+        return steps
+
+    def _last_uses(self) -> dict[tuple[str, str], int]:
+        """Per (tensor, device), the last step that reads it, so it can be freed after."""
+        last: dict[tuple[str, str], int] = {}
+        refs_of = {n: [r.key for r in refs if r.kind == "tensor"]
+                   for n, refs in enumerate(self.bindings)}
+        for i, step in enumerate(self.steps):
+            if step.kind == "region":
+                for n in step.nodes:
+                    for key in refs_of[n]:
+                        last[(key, step.device)] = i
+            else:
+                last[(step.tensor, step.src)] = i
+        return last
+
+    # ------------------------------------------------------------------ weights
+    def _node_args(self, node_id: int, prepare: bool) -> tuple[list[Any], Any]:
+        """The node's weight arguments on its device (activations None) and its prepared state."""
+        if node_id not in self._args:
+            node = self.graph[node_id]
+            device = self.node_device[node_id]
+            arrays = self._weights.get(node_id, ())
+            if len(arrays) != len(node.weights):
+                raise PartitionLabError(f"node {node.name} needs {len(node.weights)} weights, "
+                                        f"got {len(arrays)}")
+            args: list[Any] = [None] * len(node.args)
+            for position, ref in enumerate(self.bindings[node_id]):
+                if ref.kind == "weight":
+                    spec = node.args[position]
+                    args[position] = torch.as_tensor(np.asarray(arrays[ref.index])).to(
+                        device=device, dtype=compute_dtype(spec.dtype, device, self.dtype))
+            kern = KERNELS[node.op]
+            self._args[node_id] = args
+            self._prepared[node_id] = kern.prepare(node, args) if (prepare and kern.prepare) else None
+        return self._args[node_id], self._prepared[node_id]
+
+    def prepare(self) -> None:
+        """Place every weight on its device and run the kernels' ``prepare`` (done on first run)."""
+        for node in self.graph.nodes:
+            self._node_args(node.id, prepare=True)
+        self._sync_all()
+
+    # ------------------------------------------------------------------ running
+    def run(self, inputs: Mapping[str, np.ndarray], *, timings: RunTimings | None = None,
+            before_node: Callable[[OpNode, list[Any]], None] | None = None,
+            prepare_weights: bool = True) -> list[np.ndarray]:
+        """The graph's outputs (as numpy arrays, in graph output order) for ``inputs``.
+
+        With ``timings``, every region and copy is synchronised and timed into it (slower: use
+        :meth:`benchmark` for end-to-end times). ``before_node(node, args)`` is called before
+        each op (used by :func:`calibrate_batch_norm`).
+        """
+        values = self._start(inputs)
+        for i, step in enumerate(self.steps):
+            start = self._clock() if timings is not None else 0.0
+            if step.kind == "region":
+                self._run_region(step, values, before_node, prepare_weights)
+            else:
+                self._copy(step, values)
+            if timings is not None:
+                elapsed = self._clock() - start
+                if step.kind == "region":
+                    timings.regions[step.label] = elapsed
+                else:
+                    timings.copies.append({"tensor": step.tensor, "src": step.src,
+                                           "dst": step.device, "nbytes": step.nbytes,
+                                           "time_s": elapsed})
+            self._free(values, i)
+        return self._finish(values)
+
+    def _start(self, inputs: Mapping[str, np.ndarray]) -> dict[str, dict[str, Any]]:
+        values: dict[str, dict[str, Any]] = {}
+        for name, tensor in self.graph.graph_inputs.items():
+            if name not in inputs:
+                raise PartitionLabError(f"missing input {name!r}; the graph needs "
+                                        f"{', '.join(self.graph.graph_inputs)}")
+            array = np.asarray(inputs[name])
+            if tuple(array.shape) != tensor.spec.shape:
+                raise PartitionLabError(f"input {name!r} has shape {array.shape}, the graph "
+                                        f"expects {tensor.spec.shape}")
+            dtype = compute_dtype(tensor.spec.dtype, "cpu", self.dtype)
+            values[tensor.key] = {"cpu": torch.from_numpy(np.ascontiguousarray(array)).to(dtype)}
+        return values
+
+    def _run_region(self, step: _Step, values: dict[str, dict[str, Any]],
+                    before_node: Callable[[OpNode, list[Any]], None] | None,
+                    prepare_weights: bool) -> None:
+        device = step.device
+        for node_id in step.nodes:
+            node = self.graph[node_id]
+            weight_args, prepared = self._node_args(node_id, prepare_weights)
+            args = list(weight_args)
+            for position, ref in enumerate(self.bindings[node_id]):
+                if ref.kind == "tensor":
+                    args[position] = values[ref.key][device]
+            if before_node is not None:
+                before_node(node, args)
+            result = KERNELS[node.op].run(node, args, prepared)
+            self._store(node, result, device, values)
+
+    def _store(self, node: OpNode, result: Any, device: str,
+               values: dict[str, dict[str, Any]]) -> None:
+        results = result if isinstance(result, tuple) else (result,)
+        if len(results) != len(node.outputs):
+            raise PartitionLabError(f"{node.op} kernel gave {len(results)} outputs, the graph "
+                                    f"has {len(node.outputs)} ({node.name})")
+        for index, (value, spec) in enumerate(zip(results, node.outputs, strict=True)):
+            key = f"{node.name}:{index}"
+            if tuple(value.shape) != spec.shape:
+                raise PartitionLabError(f"{node.op} kernel gave shape {tuple(value.shape)} for "
+                                        f"{node.name}, the graph says {spec.shape}")
+            wanted = compute_dtype(spec.dtype, device, self.dtype)
+            values.setdefault(key, {})[device] = value if value.dtype == wanted else value.to(wanted)
+
+    def _copy(self, step: _Step, values: dict[str, dict[str, Any]]) -> None:
+        source = values[step.tensor][step.src]
+        values[step.tensor][step.device] = transfer(source, step.device, step.wire_dtype,
+                                                    compute_dtype(step.wire_dtype, step.device,
+                                                                  self.dtype))
+
+    def _free(self, values: dict[str, dict[str, Any]], step_index: int) -> None:
+        step = self.steps[step_index]
+        keys = [(r.key, step.device) for n in step.nodes for r in self.bindings[n]
+                if r.kind == "tensor"] if step.kind == "region" else [(step.tensor, step.src)]
+        for key, device in keys:
+            if self._last_use.get((key, device)) == step_index and key not in self._output_keys:
+                values.get(key, {}).pop(device, None)
+
+    def _finish(self, values: dict[str, dict[str, Any]]) -> list[np.ndarray]:
+        outputs = []
+        for node_id, index in self.graph.outputs:
+            key = f"{self.graph[node_id].name}:{index}"
+            value = values[key].get("cpu")
+            if value is None:  # device="cuda" with no plan: the reference run ends on the GPU
+                value = values[key][self.node_device[node_id]].cpu()
+            outputs.append(value)
+        self._sync_all()
+        return [o.numpy() for o in outputs]
+
+    def _sync_all(self) -> None:
+        if self.device.startswith("cuda"):
+            torch.cuda.synchronize()
+
+    def _clock(self) -> float:
+        self._sync_all()
+        return time.perf_counter()
+
+    # ------------------------------------------------------------------ timing
+    def benchmark(self, inputs: Mapping[str, np.ndarray], *, warmup: int = 2, repeats: int = 10,
+                  max_seconds: float = 5.0, min_repeats: int = 3,
+                  breakdown_repeats: int = 3) -> Benchmark:
+        """Median end-to-end time over ``repeats`` runs (fewer if ``max_seconds`` is reached,
+        never under ``min_repeats``), plus ``breakdown_repeats`` synchronised breakdown runs.
+
+        End-to-end runs synchronise only where the program must (a copy to the host, the end),
+        as a deployed runtime would.
+        """
+        self.prepare()
+        for _ in range(warmup):
+            self.run(inputs)
+        times: list[float] = []
+        budget_start = time.perf_counter()
+        while len(times) < repeats:
+            start = self._clock()
+            self.run(inputs)
+            times.append(self._clock() - start)
+            if len(times) >= min_repeats and time.perf_counter() - budget_start > max_seconds:
+                break
+        breakdowns = []
+        for _ in range(breakdown_repeats):
+            timing = RunTimings(0.0)
+            start = self._clock()
+            self.run(inputs, timings=timing)
+            timing.total_s = self._clock() - start
+            breakdowns.append(timing)
+        return Benchmark(times, breakdowns)
+
+
+def transfer(tensor: torch.Tensor, device: str, wire_dtype: str,
+             dst_dtype: torch.dtype) -> torch.Tensor:
+    """Copy ``tensor`` to ``device`` as the executor does: in the graph's dtype (``wire_dtype``),
+    from pageable host memory (what TVM's runtime copies from), then to the destination's
+    compute dtype. Synchronous, like ``cudaMemcpy``.
+    """
+    wire = _TORCH_DTYPES[wire_dtype]
+    moved = tensor.to(wire).to(device)
+    return moved if moved.dtype == dst_dtype else moved.to(dst_dtype)
+
+
+def run_plan(graph: OpGraph, plan: PartitionPlan | None, inputs: Mapping[str, np.ndarray],
+             weights: Mapping[int, Sequence[np.ndarray]], *, bindings: Bindings,
+             device: str = "cuda", dtype: str = "graph", timed: bool = False
+             ) -> tuple[list[np.ndarray], RunTimings | None]:
+    """Run ``plan`` once; returns ``(outputs, timings)`` (timings None unless ``timed``).
+
+    A one-call wrapper around :class:`PlanExecutor` (see it for the parameters). For repeated
+    timings build the executor once and call :meth:`PlanExecutor.benchmark`.
+    """
+    executor = PlanExecutor(graph, plan, bindings, weights, device=device, dtype=dtype)
+    timings = RunTimings(0.0) if timed else None
+    start = time.perf_counter()
+    outputs = executor.run(inputs, timings=timings)
+    if timings is not None:
+        timings.total_s = time.perf_counter() - start
+    return outputs, timings
+
+
+__all__ = [
+    "ArgRef", "Benchmark", "KERNELS", "Kernel", "PlanExecutor", "RunTimings",
+    "UnsupportedKernelError", "calibrate_batch_norm", "compute_dtype", "op_callable", "run_plan",
+    "sample_inputs", "supported_ops", "synthetic_node_weights", "synthetic_weights", "transfer",
+]

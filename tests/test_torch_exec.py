@@ -1,0 +1,378 @@
+"""The PyTorch plan executor (CPU path), portable bundles and the measured GPU cost model.
+
+The executor's CPU path must compute what TVM's llvm build of the same module computes (fp32
+graphs, tolerance of float32 rounding): per op on small Relay functions, then whole small zoo
+models partitioned for tensorcore. Tests that need torch are skipped when it is not installed
+(torch cannot share a venv with gluoncv 0.10, whose import rejects torch >= 2.0).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pytest
+
+from partition_lab.cost_models.measured import op_signature
+from partition_lab.cost_models.measured_gpu import (
+    MeasuredGpuCostModel,
+    TransferCurve,
+    load_gpu_profile,
+    parse_gpu_profile,
+)
+from partition_lab.errors import ProfileError
+from partition_lab.graph import OpGraphBuilder, TensorType
+
+HAS_TORCH = importlib.util.find_spec("torch") is not None
+needs_torch = pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed")
+
+
+def rel_error(out: np.ndarray, ref: np.ndarray) -> float:
+    out64, ref64 = out.astype(np.float64), ref.astype(np.float64)
+    return float(np.linalg.norm(out64 - ref64) / max(np.linalg.norm(ref64), 1e-30))
+
+
+# ---------------------------------------------------------------------------- one op at a time
+def _relay_cases() -> dict[str, Any]:
+    """Small Relay functions, one op each (plus the layout ops around it), as (expr, inputs)."""
+    from tvm import relay
+
+    rng = np.random.default_rng(1)
+
+    def const(*shape: int) -> Any:
+        return relay.const(rng.standard_normal(shape).astype("float32"))
+
+    def var(name: str, *shape: int) -> Any:
+        return relay.var(name, shape=shape, dtype="float32")
+
+    x_nhwc = var("a", 2, 9, 11, 8)
+    x_nchw = var("b", 2, 8, 9, 11)
+    seq = var("s", 3, 5, 16)
+    halves = relay.split(seq, 2, axis=2)
+    return {
+        "conv2d NHWC/HWIO, asymmetric padding, stride 2": relay.nn.conv2d(
+            x_nhwc, const(3, 3, 8, 12), strides=(2, 2), padding=(0, 1, 1, 2), channels=12,
+            kernel_size=(3, 3), data_layout="NHWC", kernel_layout="HWIO"),
+        "depthwise conv2d NHWC/HWOI, dilation 2": relay.nn.conv2d(
+            x_nhwc, const(3, 3, 8, 1), padding=(2, 2, 2, 2), dilation=(2, 2), groups=8,
+            channels=8, kernel_size=(3, 3), data_layout="NHWC", kernel_layout="HWOI"),
+        "conv2d NCHW/OIHW": relay.nn.conv2d(x_nchw, const(4, 8, 3, 3), channels=4,
+                                                 kernel_size=(3, 3)),
+        "conv2d_transpose stride 2, output_padding 1": relay.nn.conv2d_transpose(
+            x_nchw, const(8, 6, 4, 4), strides=(2, 2), padding=(1, 1, 1, 1),
+            output_padding=(1, 1), channels=6, kernel_size=(4, 4)),
+        "max_pool2d NHWC, ceil mode": relay.nn.max_pool2d(
+            x_nhwc, (3, 3), (2, 2), padding=(1, 1, 1, 1), layout="NHWC", ceil_mode=True),
+        "avg_pool2d NHWC, padding counted": relay.nn.avg_pool2d(
+            x_nhwc, (3, 3), (1, 1), padding=(1, 1, 1, 1), layout="NHWC", count_include_pad=True),
+        "global_avg_pool2d NHWC + batch_flatten": relay.nn.batch_flatten(
+            relay.nn.global_avg_pool2d(x_nhwc, layout="NHWC")),
+        "batch_norm NHWC (axis 3) + relu": relay.nn.relu(relay.nn.batch_norm(
+            x_nhwc, const(8), const(8), const(8), relay.const(np.ones(8, "float32") * 2),
+            axis=3)[0]),
+        "layout_transform NCHW->NHWC + leaky_relu": relay.nn.leaky_relu(
+            relay.layout_transform(x_nchw, "NCHW", "NHWC"), alpha=0.1),
+        "resize2d bilinear align_corners": relay.image.resize2d(
+            x_nchw, (17, 23), method="linear", coordinate_transformation_mode="align_corners"),
+        "resize2d bilinear half_pixel NHWC": relay.image.resize2d(
+            x_nhwc, (5, 6), layout="NHWC", method="linear",
+            coordinate_transformation_mode="half_pixel"),
+        "dense + bias_add + softmax": relay.nn.softmax(relay.nn.bias_add(
+            relay.nn.dense(relay.reshape(seq, (15, 16)), const(7, 16)), const(7)), axis=0),
+        "batch_matmul transpose_b + divide": relay.divide(
+            relay.nn.batch_matmul(seq, var("y", 3, 4, 16)), relay.const(np.float32(4.0))),
+        "layer_norm + erf + multiply": relay.multiply(relay.erf(relay.nn.layer_norm(
+            seq, const(16), const(16))), const(16)),
+        "split + concatenate + transpose": relay.transpose(relay.concatenate(
+            [halves[1], halves[0]], axis=1), (2, 0, 1)),
+        "strided_slice + reshape + clip": relay.clip(relay.reshape(
+            relay.strided_slice(seq, (0, 1, 0), (3, 5, 16), (1, 2, 1)), (3, -1)), -0.5, 0.5),
+        "nn.pad + mean + subtract": relay.subtract(relay.mean(relay.nn.pad(
+            seq, ((0, 0), (1, 2), (0, 0)), 0.5), axis=1, keepdims=True), seq),
+    }
+
+
+def _run_both(exprs: list[Any]) -> tuple[list[np.ndarray], list[np.ndarray], dict]:
+    """One Relay function returning every expression: the executor's outputs, TVM's llvm
+    outputs (one build for all cases), and the inputs."""
+    import tvm
+    from tvm import relay
+
+    from partition_lab.graph_io import bindings_from_relay, weights_from_relay
+    from partition_lab.relay_graph import relay_graph
+    from partition_lab.runtime import run_module
+    from partition_lab.torch_exec import run_plan
+
+    body = relay.Tuple(exprs)
+    mod = relay.transform.InferType()(tvm.IRModule.from_expr(
+        relay.Function(relay.analysis.free_vars(body), body)))
+    rg = relay_graph(mod)
+    rng = np.random.default_rng(2)
+    inputs = {p.name_hint: rng.standard_normal([int(d) for d in p.checked_type.shape])
+              .astype("float32") for p in mod["main"].params}
+    outputs, _ = run_plan(rg.graph, None, inputs,
+                          weights_from_relay(SimpleNamespace(graph=rg.graph, relay=rg)),
+                          bindings=bindings_from_relay(rg), device="cpu")
+    return outputs, run_module(mod, inputs), inputs
+
+
+@needs_torch
+@pytest.mark.slow
+def test_every_case_matches_tvm_llvm() -> None:
+    cases = {k: v for k, v in _relay_cases().items() if not k.startswith("resize2d")}
+    outputs, expected, _ = _run_both(list(cases.values()))
+    failures = [f"{name}: shape {out.shape} vs {ref.shape}" if out.shape != ref.shape else
+                f"{name}: error {rel_error(out, ref):.2e}"
+                for name, out, ref in zip(cases, outputs, expected, strict=True)
+                if out.shape != ref.shape or rel_error(out, ref) > 1e-5]
+    assert not failures, "\n".join(failures)
+
+
+@needs_torch
+@pytest.mark.parametrize("layout, transform", [("NCHW", "align_corners"),
+                                               ("NHWC", "half_pixel")])
+def test_resize2d_matches_tvm_python_reference(layout: str, transform: str) -> None:
+    """TVM's llvm build of resize2d fails in this wheel (LLVM rejects its debug info), so the
+    reference is TVM's own Python implementation (tvm.topi.testing)."""
+    import tvm
+    from tvm import relay
+    from tvm.topi.testing import resize2d_python
+
+    from partition_lab.graph_io import bindings_from_relay
+    from partition_lab.relay_graph import relay_graph
+    from partition_lab.torch_exec import run_plan
+
+    shape = (2, 8, 9, 11) if layout == "NCHW" else (2, 9, 11, 8)
+    x = relay.var("x", shape=shape, dtype="float32")
+    expr = relay.image.resize2d(x, (17, 5), layout=layout, method="linear",
+                                coordinate_transformation_mode=transform)
+    rg = relay_graph(tvm.IRModule.from_expr(relay.Function([x], expr)))
+    data = np.random.default_rng(3).standard_normal(shape).astype("float32")
+    (out,), _ = run_plan(rg.graph, None, {"x": data}, {}, bindings=bindings_from_relay(rg),
+                         device="cpu")
+    scale = (17 / 9, 5 / 11)
+    expected = resize2d_python(data, scale, layout, "linear", transform)
+    assert out.shape == expected.shape
+    assert rel_error(out, expected) < 1e-5
+
+
+# ---------------------------------------------------------------------------- whole models
+@pytest.fixture(scope="module", params=["resnet50_v1", "bert_encoder"])
+def partitioned(request: pytest.FixtureRequest) -> Any:
+    """A small zoo model partitioned for tensorcore in fp32 (greedy), with TVM's llvm outputs."""
+    import partition_lab
+    from partition_lab import zoo
+    from partition_lab.runtime import run_module
+
+    mod, params = zoo.load(request.param, small=True)
+    result = partition_lab.partition(mod, "tensorcore", params=params, precision="fp32",
+                                     strategy="greedy")
+    inputs = zoo.sample_inputs(request.param, small=True)
+    return SimpleNamespace(name=request.param, result=result, inputs=inputs,
+                           expected=run_module(result.prepared_mod, inputs))
+
+
+@needs_torch
+@pytest.mark.slow
+def test_cpu_path_matches_tvm_llvm_on_small_zoo_models(partitioned: Any) -> None:
+    from partition_lab.graph_io import bindings_from_relay, weights_from_relay
+    from partition_lab.torch_exec import run_plan
+
+    result = partitioned.result
+    outputs, timings = run_plan(result.graph, result.plan, partitioned.inputs,
+                                weights_from_relay(result), bindings=bindings_from_relay(
+                                    result.relay), device="cpu", timed=True)
+    assert len(outputs) == len(partitioned.expected)
+    for out, ref in zip(outputs, partitioned.expected, strict=True):
+        assert out.shape == ref.shape
+        assert rel_error(out, ref) < 1e-5
+    assert set(timings.regions) == {r.label for r in result.plan.regions}
+    assert timings.copies == []  # device="cpu": nothing crosses
+
+
+@needs_torch
+@pytest.mark.slow
+def test_plans_with_cpu_islands_compute_the_same_after_a_bundle_round_trip(
+        partitioned: Any, tmp_path: Path) -> None:
+    """Every strategy's plan, written to a bundle and read back, gives the unpartitioned outputs
+    with the bundle's own (synthetic, calibrated) weights."""
+    from partition_lab.compare import compare_plans
+    from partition_lab.graph_io import Bundle, bindings_from_relay, read_bundle, write_bundle
+    from partition_lab.torch_exec import (
+        calibrate_batch_norm,
+        run_plan,
+        sample_inputs,
+        synthetic_weights,
+    )
+
+    result = partitioned.result
+    comparison = compare_plans(result.graph, list(result.plan.verdicts), target="tensorcore",
+                               strategies=["greedy", "min_size", "cost", "all_cpu"],
+                               cost_model=result.cost_model)
+    bundle = Bundle(result.graph, bindings_from_relay(result.relay), dict(comparison.plans),
+                    {"model": partitioned.name})
+    back = read_bundle(write_bundle(tmp_path / "model.json.gz", bundle))
+    assert back.graph.nodes == result.graph.nodes
+    assert back.bindings == bundle.bindings
+    assert {s: p.regions for s, p in back.plans.items()} == {
+        s: p.regions for s, p in comparison.plans.items()}
+
+    weights = synthetic_weights(back.graph, back.bindings, seed=3)
+    inputs = sample_inputs(back.graph, seed=0)
+    assert all(np.array_equal(inputs[k], v) for k, v in partitioned.inputs.items())
+    calibrate_batch_norm(back.graph, back.bindings, weights, inputs)
+    reference, _ = run_plan(back.graph, None, inputs, weights, bindings=back.bindings,
+                            device="cpu")
+    assert all(np.all(np.isfinite(r)) for r in reference)
+    for strategy, plan in back.plans.items():
+        outputs, _ = run_plan(back.graph, plan, inputs, weights, bindings=back.bindings,
+                              device="cpu")
+        for out, ref in zip(outputs, reference, strict=True):
+            assert rel_error(out, ref) < 1e-6, strategy
+
+
+# ---------------------------------------------------------------------------- weights, dtypes
+def _bn_graph() -> tuple[Any, Any]:
+    from partition_lab.graph_io import ArgRef
+
+    b = OpGraphBuilder("bn")
+    x = b.input("x", TensorType((4, 3, 5, 5), "float32"))
+    c = TensorType((3,), "float32")
+    y = b.op("nn.batch_norm", [x], weights=[c] * 4, attrs={"axis": 1, "epsilon": 1e-5},
+             outputs=[TensorType((4, 3, 5, 5), "float32"), c, c])
+    graph = b.build(outputs=[y])
+    bindings = ((ArgRef("tensor", key="input:x"),) + tuple(ArgRef("weight", index=i)
+                                                           for i in range(4)),)
+    return graph, bindings
+
+
+@needs_torch
+def test_synthetic_weights_depend_on_seed_only_and_calibration_normalises() -> None:
+    from partition_lab.torch_exec import calibrate_batch_norm, run_plan, synthetic_weights
+
+    graph, bindings = _bn_graph()
+    first, again = synthetic_weights(graph, bindings, 7), synthetic_weights(graph, bindings, 7)
+    other = synthetic_weights(graph, bindings, 8)
+    assert all(np.array_equal(a, b) for a, b in zip(first[0], again[0], strict=True))
+    assert not np.array_equal(first[0][0], other[0][0])
+    inputs = {"x": (5.0 + 3.0 * np.random.default_rng(0).standard_normal((4, 3, 5, 5))
+                    ).astype("float32")}
+    calibrate_batch_norm(graph, bindings, first, inputs)
+    np.testing.assert_allclose(first[0][2], inputs["x"].mean(axis=(0, 2, 3)), rtol=1e-5)
+    np.testing.assert_allclose(first[0][3], inputs["x"].var(axis=(0, 2, 3)), rtol=1e-4)
+    (out,), _ = run_plan(graph, None, inputs, first, bindings=bindings, device="cpu")
+    gamma, beta = first[0][0], first[0][1]
+    normalised = (out - beta[None, :, None, None]) / gamma[None, :, None, None]
+    np.testing.assert_allclose(normalised.mean(axis=(0, 2, 3)), 0, atol=1e-4)
+    np.testing.assert_allclose(normalised.std(axis=(0, 2, 3)), 1, rtol=1e-3)
+
+
+@needs_torch
+@pytest.mark.parametrize("graph_dtype, device, mode, expected", [
+    ("float16", "cuda", "graph", "float16"),
+    ("float16", "cpu", "graph", "float32"),
+    ("float16", "cuda", "float32", "float32"),
+    ("float32", "cuda", "graph", "float32"),
+    ("int64", "cpu", "float32", "int64"),
+])
+def test_compute_dtype_policy(graph_dtype: str, device: str, mode: str, expected: str) -> None:
+    import torch
+
+    from partition_lab.torch_exec import compute_dtype
+
+    assert compute_dtype(graph_dtype, device, mode) == getattr(torch, expected)
+
+
+@needs_torch
+def test_unsupported_op_and_missing_input_are_reported() -> None:
+    from partition_lab.errors import PartitionLabError
+    from partition_lab.graph_io import ArgRef
+    from partition_lab.torch_exec import PlanExecutor, UnsupportedKernelError, run_plan
+
+    b = OpGraphBuilder("odd")
+    x = b.input("x", TensorType((2,), "float32"))
+    graph = b.build(outputs=[b.op("vision.nms_like", [x])])
+    with pytest.raises(UnsupportedKernelError, match="vision.nms_like"):
+        PlanExecutor(graph, None, ((ArgRef("tensor", key="input:x"),),), {}, device="cpu")
+    graph, bindings = _bn_graph()
+    with pytest.raises(PartitionLabError, match="missing input 'x'"):
+        run_plan(graph, None, {}, {0: [np.ones(3, "float32")] * 4}, bindings=bindings,
+                 device="cpu")
+
+
+# ---------------------------------------------------------------------------- measured GPU model
+def _profile_data() -> dict[str, Any]:
+    b = OpGraphBuilder("p")
+    x = b.input("x", TensorType((8, 64), "float16"))
+    relu = b.op("nn.relu", [x])
+    graph = b.build(outputs=[b.op("sigmoid", [relu])])
+    sig_relu, sig_sigmoid = op_signature(graph[0]), op_signature(graph[1])
+    return {
+        "graph": graph,
+        "json": {
+            "schema": "partition_lab.gpu_profile/1", "meta": {"gpu": "Test GPU"},
+            "ops": {"accel": {sig_relu: 4e-6}, "cpu": {sig_relu: 2e-6, sig_sigmoid: 3e-6}},
+            "op_info": {sig_relu: {"op": "nn.relu", "class": "vector",
+                                   "roofline_accel_s": 2e-6, "roofline_cpu_s": 1e-6}},
+            "transfers": {"h2d": [[1000, 1e-5], [1e6, 1e-4]], "d2h": [[1000, 2e-5],
+                                                                     [1e6, 3e-4]]},
+            "executor_transfers": "pageable",
+            "region_overhead_s": {"accel": 1.5e-5, "cpu": 0.0},
+        },
+    }
+
+
+def test_measured_gpu_model_looks_up_interpolates_and_scales_its_fallback() -> None:
+    data = _profile_data()
+    graph, profile = data["graph"], parse_gpu_profile(data["json"])
+    model = MeasuredGpuCostModel(profile)
+    relu, sigmoid = graph[0], graph[1]
+    assert model.op_time(relu, "accel") == 4e-6
+    assert model.op_time(sigmoid, "cpu") == 3e-6
+    # sigmoid on the GPU was not measured: the roofline estimate times the vector-class ratio 2.
+    assert model.op_time(sigmoid, "accel") == pytest.approx(
+        2.0 * model.fallback.op_time(sigmoid, "accel"))
+    assert not model.is_measured(sigmoid, "accel")
+    assert model.coverage(graph) == {"accel": 0.5, "cpu": 1.0}
+    assert model.transfer_time(1000, "cpu", "accel") == pytest.approx(1e-5)
+    assert model.transfer_time(500_500, "cpu", "accel") == pytest.approx(5.5e-5)
+    assert model.transfer_time(10, "accel", "cpu") == pytest.approx(2e-5)  # the smallest copy
+    assert model.transfer_time(2e6, "accel", "cpu") == pytest.approx(3e-4 + 2.8e-4 / 999e3 * 1e6)
+    assert model.transfer_time(1e9, "cpu", "cpu") == 0.0
+    assert model.region_overhead("accel") == 1.5e-5
+    assert "Test GPU" in model.name
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"schema": "other"}, "schema"),
+    ({"transfers": {"h2d": [[1, 1e-6]]}}, "h2d"),
+    ({"region_overhead_s": {"accel": -1, "cpu": 0}}, "region_overhead_s"),
+    ({"ops": {"accel": {"x": 0}}}, "positive"),
+])
+def test_malformed_profiles_are_rejected(change: dict[str, Any], message: str) -> None:
+    with pytest.raises(ProfileError, match=message):
+        parse_gpu_profile({**_profile_data()["json"], **change})
+
+
+def test_transfer_curve_needs_two_points() -> None:
+    with pytest.raises(ProfileError):
+        TransferCurve.from_points([[10, 1e-6]], "curve")
+
+
+SHIPPED = Path(__file__).resolve().parents[1] / "src/partition_lab/cost_models/profiles/h200_measured.json"
+
+
+@pytest.mark.skipif(not SHIPPED.is_file(), reason="no measured profile shipped yet")
+def test_shipped_h200_profile_says_where_it_was_measured() -> None:
+    profile = load_gpu_profile()
+    for key in ("date", "gpu", "driver", "torch", "cuda", "cudnn", "host_cpu"):
+        assert profile.meta.get(key), key
+    assert "H200" in profile.meta["gpu"]
+    assert len(profile.ops["accel"]) > 100 and len(profile.ops["cpu"]) > 100
+    h2d = profile.transfers["h2d"]
+    assert 1e9 < h2d.bandwidth() < 1e11  # bytes/s of the largest copy: PCIe range
+    assert json.loads(SHIPPED.read_text())["executor_transfers"] == "pageable"
