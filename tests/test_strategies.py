@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from partition_lab import synthetic
-from partition_lab.compare import compare_plans
+from partition_lab.comparison import compare_plans
 from partition_lab.cost_models import evaluate, get_cost_model
 from partition_lab.errors import PartitionLabError, PlanError, UnknownStrategyError
 from partition_lab.graph import OpGraph

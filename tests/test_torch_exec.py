@@ -200,7 +200,7 @@ def test_plans_with_cpu_islands_compute_the_same_after_a_bundle_round_trip(
         partitioned: Any, tmp_path: Path) -> None:
     """Every strategy's plan, written to a bundle and read back, gives the unpartitioned outputs
     with the bundle's own (synthetic, calibrated) weights."""
-    from partition_lab.compare import compare_plans
+    from partition_lab.comparison import compare_plans
     from partition_lab.graph_io import Bundle, bindings_from_relay, read_bundle, write_bundle
     from partition_lab.torch_exec import (
         calibrate_batch_norm,

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from partition_lab.compare import compare_plans
+from partition_lab.comparison import compare_plans
 from partition_lab.graph_io import Bundle, read_bundle, write_bundle
 
 STRATEGIES = ("greedy", "min_size", "no_mac", "cost", "optimal", "all_cpu")

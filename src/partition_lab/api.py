@@ -154,6 +154,32 @@ def partition(
                            analysis.cost_model, analysis.prepared_mod, analysis.relay, timings)
 
 
+def compare(
+    mod: tvm.IRModule,
+    target: Any,
+    *,
+    params: Mapping[str, Any] | None = None,
+    strategies: Iterable[Any] | None = None,
+    cost_model: CostModel | str | None = None,
+    excl_node_names: Iterable[str] = (),
+    exclude_ops: Iterable[str] = (),
+    name: str = "",
+    **target_options: Any,
+) -> Any:
+    """Every strategy (or ``strategies``) on one model and target, priced by one cost model.
+
+    Returns a :class:`~partition_lab.comparison.Comparison`: ``.rows`` (regions, ops on the
+    accelerator, tensors and bytes crossing, predicted compute per device, copies, launches,
+    total), ``.plans``, ``.to_table()`` and ``.to_json()``. The model is prepared once.
+    """
+    from .comparison import compare_plans
+
+    analysis = analyze(mod, target, params=params, excl_node_names=excl_node_names,
+                       exclude_ops=exclude_ops, cost_model=cost_model, name=name, **target_options)
+    return compare_plans(analysis.graph, analysis.verdicts, target=analysis.target.name,
+                         strategies=strategies, cost_model=analysis.cost_model)
+
+
 def bind_params(mod: tvm.IRModule, params: Mapping[str, Any] | None) -> tvm.IRModule:
     """``mod`` with ``params`` bound as constants (weights become part of the graph)."""
     mod = relay.transform.InferType()(mod)

@@ -466,7 +466,7 @@ def run_compare(args: argparse.Namespace) -> int:
     """
     from . import strategies
     from .api import analyze
-    from .compare import compare_plans
+    from .comparison import compare_plans
 
     args.strategy = None
     job = resolve_job(args)

@@ -3,7 +3,7 @@
 :func:`compare_plans` runs every strategy (or the ones asked for) on an
 :class:`~partition_lab.graph.OpGraph` with its support verdicts and prices each plan with
 :func:`~partition_lab.cost_models.base.evaluate`. The Relay-level entry point
-``partition_lab.compare(mod, target, ...)`` wraps it.
+``partition_lab.compare(mod, target, ...)`` (in api.py) wraps it.
 
 JSON schema ``partition_lab.compare/1`` (:meth:`Comparison.to_dict`; keys always present)::
 
