@@ -131,7 +131,8 @@ def _rename_calls(func: relay.Function, names: dict[relay.Call, str]) -> relay.F
 def _printed_type(ty: tvm.ir.Type) -> str:
     """A type as ``astext()`` prints it in its ``ty=`` comments."""
     if isinstance(ty, relay.TensorType):
-        return f"Tensor[({', '.join(str(int(d)) if isinstance(d, tvm.tir.IntImm) else '?' for d in ty.shape)}), {ty.dtype}]"
+        dims = ", ".join(str(int(d)) if isinstance(d, tvm.tir.IntImm) else "?" for d in ty.shape)
+        return f"Tensor[({dims}), {ty.dtype}]"
     if isinstance(ty, relay.TupleType):
         return "(" + ", ".join(_printed_type(field) for field in ty.fields) + ")"
     return str(ty)

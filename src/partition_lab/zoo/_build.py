@@ -187,8 +187,9 @@ def _initialise(block: Any, entry: ZooEntry, shapes: Mapping[str, tuple[int, ...
     block.initialize(mx.init.Xavier(), force_reinit=True)
     params = block.collect_params()
     if any(p._data is None for p in params.values()):
-        # Layers built without in_channels learn their shapes in the first forward pass.
-        block(*[mx.nd.zeros(shape, dtype=entry.dtype) for shape in shapes.values()])
+        # Layers built without in_channels learn their shapes in the first forward pass; weight
+        # shapes do not depend on the batch size, so a batch of one is enough.
+        block(*[mx.nd.zeros((1, *shape[1:]), dtype=entry.dtype) for shape in shapes.values()])
     rng = np.random.default_rng(SEED)
     for name, param in params.items():
         if entry.name == "matmul_fp16_x100" and name.endswith("weight"):
