@@ -343,7 +343,7 @@ def test_compare_a_subset_with_configured_strategies() -> None:
 
 
 def test_docstring_examples_run() -> None:
-    from partition_lab import compare, strategies
+    from partition_lab import comparison, strategies
 
-    for module in (strategies, compare):
+    for module in (strategies, comparison):
         assert doctest.testmod(module).failed == 0

@@ -73,16 +73,8 @@ class Optimal(Strategy):
         bound = min_cut_bound(tables, supported)
         candidates.append(_from_min_cut(base, bound, tables))
         best = min(candidates, key=lambda c: c.total)
-        all_cpu_total = next(c.total for c in candidates if c.source == "all_cpu")
-        # Every plan costs at least each op's faster device; a plan with an accelerator op also
-        # costs the min-cut optimum plus one launch; the only plan without one is all_cpu.
-        fastest = list(tables.cpu)
-        for n in supported:
-            fastest[n] = min(tables.cpu[n], tables.accel[n])
-        trivial = sum(fastest)
-        lower = all_cpu_total
-        if supported:
-            lower = min(all_cpu_total, max(trivial, bound.value) + tables.overhead_accel)
+        all_cpu = next(c.total for c in candidates if c.source == "all_cpu")
+        lower = _lower_bound(tables, supported, bound, all_cpu)
         exact = None
         if len(supported) <= self.exact_limit and \
                 2 ** len(supported) * max(1, len(graph)) <= self.exact_budget:
@@ -92,6 +84,18 @@ class Optimal(Strategy):
         state = best.state
         _explain_cpu_ops(state, tables)
         return make_plan(self, state, best.regions, notes)
+
+
+def _lower_bound(tables: CostTables, supported: Sequence[int], bound: MinCutBound,
+                 all_cpu: float) -> float:
+    """No legal plan costs less: all_cpu is the only plan without an accelerator op, and any
+    other one pays at least the min-cut optimum (and each op's faster device) plus a launch."""
+    if not supported:
+        return all_cpu
+    fastest = list(tables.cpu)
+    for n in supported:
+        fastest[n] = min(tables.cpu[n], tables.accel[n])
+    return min(all_cpu, max(sum(fastest), bound.value) + tables.overhead_accel)
 
 
 # ---------------------------------------------------------------------------- candidates
