@@ -347,6 +347,19 @@ def test_measured_gpu_model_looks_up_interpolates_and_scales_its_fallback() -> N
     assert "Test GPU" in model.name
 
 
+def test_executor_overhead_adds_on_the_cpu_and_floors_the_gpu() -> None:
+    data = _profile_data()
+    graph = data["graph"]
+    data["json"]["executor_op_overhead"] = {
+        "accel": {"host_per_op_s": 6e-6, "overhead_per_op_s": 5e-6},
+        "cpu": {"host_per_op_s": 3e-6, "overhead_per_op_s": 1e-6}}
+    model = MeasuredGpuCostModel(parse_gpu_profile(data["json"]))
+    relu = graph[0]
+    assert model.op_time(relu, "cpu") == pytest.approx(2e-6 + 1e-6)
+    assert model.op_time(relu, "accel") == pytest.approx(6e-6)  # launches bound the 4 us op
+    assert model.op_time_alone(relu, "accel") == 4e-6
+
+
 @pytest.mark.parametrize("change, message", [
     ({"schema": "other"}, "schema"),
     ({"transfers": {"h2d": [[1, 1e-6]]}}, "h2d"),

@@ -37,7 +37,7 @@ def relative_error(out: list[np.ndarray], ref: list[np.ndarray]) -> float:
     """Largest ||out - ref|| / ||ref|| over the outputs (float64); inf for NaN or shape mismatch."""
     worst = 0.0
     for a, b in zip(out, ref, strict=True):
-        if a.shape != b.shape or not np.all(np.isfinite(a)):
+        if a.shape != b.shape or not (np.all(np.isfinite(a)) and np.all(np.isfinite(b))):
             return float("inf")
         a64, b64 = a.astype(np.float64), b.astype(np.float64)
         worst = max(worst, float(np.linalg.norm(a64 - b64) / max(np.linalg.norm(b64), 1e-30)))

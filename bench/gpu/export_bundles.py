@@ -16,13 +16,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from partition_lab.comparison import compare_plans
+from partition_lab.cost_models.base import evaluate
+from partition_lab.errors import PlanError
 from partition_lab.graph_io import Bundle, read_bundle, write_bundle
+from partition_lab.plan import PartitionPlan
 
 STRATEGIES = ("greedy", "min_size", "no_mac", "cost", "optimal", "all_cpu")
 TARGET = "tensorcore"
@@ -43,15 +47,50 @@ def cost_model_for(args: argparse.Namespace) -> Any:
     return get_cost_model(TARGET, accel_profile="h200")
 
 
-def plan_bundle(bundle: Bundle, verdicts: Any, cost_model: Any, meta: dict[str, Any]) -> Bundle:
-    """``bundle`` with every strategy's plan under ``cost_model`` and the predictions in meta."""
+def plan_bundle(bundle: Bundle, verdicts: Any, cost_model: Any, meta: dict[str, Any],
+                variants: int = 0) -> Bundle:
+    """``bundle`` with every strategy's plan under ``cost_model`` and the predictions in meta,
+    plus ``variants`` hand-made plans (see :func:`variant_plans`)."""
     comparison = compare_plans(bundle.graph, verdicts, target=TARGET, strategies=STRATEGIES,
                                cost_model=cost_model)
-    predicted = {name: comparison.breakdowns[name].to_dict() | {"regions": None, "cuts": None}
-                 for name in comparison.plans}
+    plans = dict(comparison.plans)
+    plans.update(variant_plans(plans["greedy"], variants))
+    predicted = {name: evaluate(plan, cost_model).to_dict() | {"regions": None, "cuts": None}
+                 for name, plan in plans.items()}
     meta = {**meta, "cost_model": cost_model.name, "predicted": predicted,
             "comparison": comparison.to_dict()}
-    return Bundle(bundle.graph, bundle.bindings, dict(comparison.plans), meta)
+    return Bundle(bundle.graph, bundle.bindings, plans, meta)
+
+
+def variant_plans(greedy: PartitionPlan, count: int, seed: int = 0) -> dict[str, PartitionPlan]:
+    """Plans that are not any strategy's: the greedy plan with 1, 2, 4... random runs of
+    consecutive accelerator ops moved to the CPU (as a user's exclusions would), each a valid
+    plan. They spread the plans of one model so that the ranking within a model is tested too;
+    reported apart from the strategies."""
+    accel = greedy.accelerator_nodes
+    if count <= 0 or len(accel) < 8:
+        return {}
+    rng = random.Random(seed)
+    variants: dict[str, PartitionPlan] = {}
+    for attempt in range(count * 20):
+        if len(variants) == count:
+            break
+        runs = 2 ** (len(variants) % 4)
+        length = max(1, len(accel) // (4 * runs) if attempt % 2 else len(accel) // 40)
+        moved: set[int] = set()
+        for _ in range(runs):
+            start = rng.randrange(len(accel))
+            moved.update(accel[start:start + length])
+        plan = PartitionPlan.from_assignment(
+            greedy.graph, greedy.target, f"variant{len(variants)}",
+            [n for n in accel if n not in moved], greedy.verdicts,
+            notes=[f"greedy with {len(moved)} accelerator ops moved to the CPU ({runs} runs)"])
+        try:
+            plan.validate()
+        except PlanError:
+            continue
+        variants[plan.strategy] = plan
+    return variants
 
 
 def export_from_zoo(name: str, small: bool, cost_model: Any) -> Bundle:
@@ -68,11 +107,11 @@ def export_from_zoo(name: str, small: bool, cost_model: Any) -> Bundle:
     return plan_bundle(bundle, analysis.verdicts, cost_model, meta)
 
 
-def replan(path: Path, cost_model: Any) -> Bundle:
+def replan(path: Path, cost_model: Any, variants: int) -> Bundle:
     old = read_bundle(path)
     verdicts = next(iter(old.plans.values())).verdicts
     meta = {k: v for k, v in old.meta.items() if k not in ("predicted", "comparison")}
-    return plan_bundle(old, verdicts, cost_model, meta)
+    return plan_bundle(old, verdicts, cost_model, meta, variants)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -82,6 +121,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--small", action="store_true", help="the zoo's small variants")
     parser.add_argument("--measured", type=Path, help="plan with this measured GPU profile")
     parser.add_argument("--replan", type=Path, help="re-plan the bundles in this folder")
+    parser.add_argument("--variants", type=int, default=0,
+                        help="also this many hand-made plans per model with accelerator regions")
     args = parser.parse_args(argv)
     cost_model = cost_model_for(args)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -90,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.models:
         start = time.perf_counter()
         if args.replan:
-            bundle = replan(args.replan / f"{name}.json.gz", cost_model)
+            bundle = replan(args.replan / f"{name}.json.gz", cost_model, args.variants)
         else:
             bundle = export_from_zoo(name, args.small, cost_model)
         path = write_bundle(args.out / f"{name}.json.gz", bundle)

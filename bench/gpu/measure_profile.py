@@ -26,14 +26,16 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from partition_lab.cost_models import get_cost_model
 from partition_lab.cost_models.measured import op_signature
 from partition_lab.cost_models.measured_gpu import SCHEMA
 from partition_lab.cost_models.roofline import op_class
-from partition_lab.graph_io import read_bundle
-from partition_lab.torch_exec import op_callable, transfer
+from partition_lab.graph import OpGraphBuilder, TensorType
+from partition_lab.graph_io import ArgRef, read_bundle
+from partition_lab.torch_exec import PlanExecutor, op_callable, transfer
 
 SIZES = [2 ** k for k in range(8, 29, 2)]  # 256 B .. 256 MiB
 
@@ -180,6 +182,33 @@ def measure_region_overhead(device: str) -> dict[str, float]:
     return result
 
 
+def measure_executor_overhead(device: str, length: int = 200) -> dict[str, dict[str, float]]:
+    """What the executor adds per op: a chain of ``length`` tiny relus run by
+    :class:`PlanExecutor`, per op, against the same relu called alone.
+
+    ``host_per_op_s`` is the time per op of that chain (the executor's bookkeeping plus a trivial
+    launch): on the GPU no op in a region can take less, since launches are issued one by one.
+    ``overhead_per_op_s`` is what the chain adds to the relu alone: on the CPU, where an op runs
+    while it is issued, every op pays it on top of its measured time.
+    """
+    result = {}
+    for kind, dev in (("accel", device), ("cpu", "cpu")):
+        builder = OpGraphBuilder("relu_chain")
+        handle = builder.input("x", TensorType((16,), "float32"))
+        for _ in range(length):
+            handle = builder.op("nn.relu", [handle])
+        graph = builder.build(outputs=[handle])
+        bindings = tuple((ArgRef("tensor", key="input:x" if i == 0 else f"nn.relu_{i - 1}:0"),)
+                         for i in range(length))
+        executor = PlanExecutor(graph, None, bindings, {}, device=dev)
+        inputs = {"x": np.ones(16, dtype="float32")}
+        per_op = time_calls(lambda e=executor, i=inputs: e.run(i), dev, 0.05, 200) / length
+        x = torch.ones(16, device=dev)
+        alone = time_calls(lambda x=x: torch.relu(x), dev, 0.01, 2000)
+        result[kind] = {"host_per_op_s": per_op, "overhead_per_op_s": max(per_op - alone, 0.0)}
+    return result
+
+
 def roofline_info(signatures: dict[str, tuple[Any, Any]]) -> dict[str, dict[str, Any]]:
     """Per signature: op, op class and the H200 roofline's estimates (for fallback scaling)."""
     roofline = get_cost_model("tensorcore", accel_profile="h200")
@@ -213,6 +242,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.device.startswith("cuda"):
         profile["transfers"] = measure_transfers(args.device)
     profile["region_overhead_s"] = measure_region_overhead(args.device)
+    profile["executor_op_overhead"] = measure_executor_overhead(args.device)
+    print(f"region overhead {profile['region_overhead_s']}, per op "
+          f"{profile['executor_op_overhead']}", flush=True)
     write(args.out, profile)
     gpu_share = 0.3 if args.device.startswith("cuda") else 0.0
     profile["ops"]["accel"] = measure_ops(signatures, args.device, "accel",

@@ -451,9 +451,10 @@ def synthetic_weights(graph: OpGraph, bindings: Bindings, seed: int = 0
 
     Each node's stream is seeded by ``(seed, node id)``, so the same graph gives the same
     weights on any machine (numpy's generator, not torch's). Scales keep activations finite in
-    float16: convolution and dense kernels He-initialised from their fan-in, batch norm with
+    float16: convolution kernels He-initialised from their fan-in, batch norm with
     gamma near 1, beta and mean near 0 and variance 1 (see :func:`calibrate_batch_norm`), other
-    constants near 1 (multipliers, divisors) or near 0 (biases, addends).
+    constants near 1 (multipliers, divisors) or near 0 (biases, addends); dense and matmul
+    weights with variance 1/fan-in.
     """
     return {node.id: synthetic_node_weights(node, refs, seed)
             for node, refs in zip(graph.nodes, bindings, strict=True) if node.weights}
@@ -483,8 +484,11 @@ def _synthetic_array(node: OpNode, position: int, spec: TensorType,
     dtype = "float32" if spec.dtype == "bfloat16" else spec.dtype
     matrix = node.op.startswith("nn.conv") or node.op in ("nn.dense", "nn.matmul", "nn.batch_matmul")
     if matrix and position == 1:
+        # He init where a ReLU follows (convolutions); variance-preserving 1/fan_in for matrix
+        # products, which often follow each other with no activation (100 chained matmuls).
+        gain = 2.0 if node.op.startswith("nn.conv") else 1.0
         fan_in = _fan_in(node, shape)
-        return (rng.standard_normal(shape) * math.sqrt(2.0 / fan_in)).astype(dtype)
+        return (rng.standard_normal(shape) * math.sqrt(gain / fan_in)).astype(dtype)
     if node.op == "nn.batch_norm":
         # gamma, beta, mean, var
         value = {1: 1.0 + 0.1 * rng.standard_normal(shape), 2: 0.1 * rng.standard_normal(shape),

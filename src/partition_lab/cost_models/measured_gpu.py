@@ -11,7 +11,8 @@ The profile is a JSON file written by ``bench/gpu/measure_profile.py`` on the GP
      "transfers": {"h2d": [[nbytes, seconds], ...], "d2h": [...],
                    "h2d_pinned": [...], "d2h_pinned": [...]},
      "executor_transfers": "pageable",
-     "region_overhead_s": {"accel": seconds, "cpu": seconds}}
+     "region_overhead_s": {"accel": seconds, "cpu": seconds},
+     "executor_op_overhead": {"accel": {"host_per_op_s", "overhead_per_op_s"}, "cpu": {...}}}
 
 Op times are keyed by :func:`~partition_lab.cost_models.measured.op_signature` and were measured
 with the executor's own kernels (:mod:`partition_lab.torch_exec`): accelerator ops in the graph's
@@ -19,6 +20,11 @@ dtype on the GPU, CPU ops with PyTorch's CPU kernels on the host. An op whose si
 measured gets the roofline estimate of the ``h200`` profile (or the given fallback) scaled by the
 median measured/estimated ratio of its op class on that device, so that unmeasured ops stay
 consistent with measured ones.
+
+Ops timed alone miss what the executor does around each op (looking up arguments, storing
+results: ``executor_op_overhead``, measured with a chain of tiny ops). On the CPU an op runs as
+it is issued, so every op pays that on top of its time; on the GPU launches are queued, so an
+op takes at least the host time per op of such a chain and otherwise its measured time.
 """
 
 from __future__ import annotations
@@ -84,6 +90,8 @@ class GpuProfile:
     op_info: dict[str, dict[str, Any]] = field(default_factory=dict)
     meta: dict[str, Any] = field(default_factory=dict)
     path: str = ""
+    #: Per device kind: ``host_per_op_s`` and ``overhead_per_op_s`` (0 when not measured).
+    executor_op_overhead: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
 def default_profile_path() -> Path:
@@ -133,8 +141,12 @@ def parse_gpu_profile(data: Mapping[str, Any], where: str = "profile") -> GpuPro
     if not all(isinstance(overhead.get(k), (int, float)) and overhead[k] >= 0
                for k in ("accel", "cpu")):
         raise ProfileError(f"{where}: region_overhead_s needs non-negative 'accel' and 'cpu'")
+    per_op = {kind: {key: float(value) for key, value in dict(values).items()}
+              for kind, values in dict(data.get("executor_op_overhead", {})).items()}
+    if any(v < 0 or not math.isfinite(v) for values in per_op.values() for v in values.values()):
+        raise ProfileError(f"{where}: executor_op_overhead values must be non-negative")
     return GpuProfile(ops, transfers, {k: float(overhead[k]) for k in ("accel", "cpu")},
-                      dict(data.get("op_info", {})), dict(data.get("meta", {})), where)
+                      dict(data.get("op_info", {})), dict(data.get("meta", {})), where, per_op)
 
 
 class MeasuredGpuCostModel:
@@ -179,6 +191,14 @@ class MeasuredGpuCostModel:
 
     # ------------------------------------------------------------------ CostModel protocol
     def op_time(self, node: OpNode, kind: DeviceKind) -> float:
+        alone = self.op_time_alone(node, kind)
+        per_op = self.profile.executor_op_overhead.get(kind, {})
+        if kind == "cpu":
+            return alone + per_op.get("overhead_per_op_s", 0.0)
+        return max(alone, per_op.get("host_per_op_s", 0.0))
+
+    def op_time_alone(self, node: OpNode, kind: DeviceKind) -> float:
+        """The op timed alone (measured, or the scaled roofline), without executor overhead."""
         measured = self.profile.ops.get(kind, {}).get(op_signature(node))
         if measured is not None:
             return measured
