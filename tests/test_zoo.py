@@ -7,8 +7,10 @@ bench/load_times.py) are checked too when PARTITION_LAB_TEST_FULL_ONNX=1.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +18,7 @@ import pytest
 import tvm
 from tvm import relay
 from tvm.contrib import graph_executor
+from tvm.relay.backend import te_compiler
 
 from partition_lab import zoo
 from partition_lab.errors import UnknownModelError
@@ -128,6 +131,16 @@ def test_fcn_resizes_both_heads_to_the_input_size() -> None:
 
 
 # ---------------------------------------------------------------------------- numerics
+@pytest.fixture(autouse=True, scope="module")
+def _cached_libinfo() -> Iterator[None]:
+    """TVM's lowering re-reads its build info (a 300-entry map) for every op: a fifth of the
+    compile time of these small models. It is constant, so read it once."""
+    original = te_compiler.libinfo
+    te_compiler.libinfo = functools.cache(original)
+    yield
+    te_compiler.libinfo = original
+
+
 # Compiled modules by structure: small variants that share an architecture and input shape
 # (resnet50_v1 and resnet152_v1) compile once, with their weights fed as inputs.
 _COMPILED: dict[int, list[tuple[tvm.IRModule, graph_executor.GraphModule]]] = {}
@@ -138,13 +151,13 @@ def compile_for_llvm(mod: tvm.IRModule) -> graph_executor.GraphModule:
     for seen, module in _COMPILED.get(key, []):
         if tvm.ir.structural_equal(seen, mod):
             return module
-    # opt_level 0 (no fusion, no layout change) compiles several times faster than 3 here and
-    # still checks what these tests are about: that the frontends' Relay computes the model.
-    # tir.disable_cse_tir: TVM 0.19 with this LLVM (22) emits an invalid #dbg_declare for the
-    # float let-variables that TIR CSE introduces (bilinear image.resize2d fails to build;
-    # apache/tvm#18585).
+    # opt_level 0 (no fusion, no layout change) and LLVM -O0 compile several times faster than
+    # the defaults here and still check what these tests are about: that the frontends' Relay
+    # computes the model. tir.disable_cse_tir: TVM 0.19 with this LLVM (22) emits an invalid
+    # #dbg_declare for the float let-variables that TIR CSE introduces (bilinear
+    # image.resize2d fails to build; apache/tvm#18585).
     with tvm.transform.PassContext(opt_level=0, config={"tir.disable_cse_tir": True}):
-        lib = relay.build(mod, target="llvm")
+        lib = relay.build(mod, target="llvm -opt-level=0")
     module = graph_executor.GraphModule(lib["default"](tvm.cpu()))
     _COMPILED.setdefault(key, []).append((mod, module))
     return module
