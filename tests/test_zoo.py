@@ -225,3 +225,11 @@ def test_builds_are_reproducible(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     # Only the finished files are left behind.
     assert sorted(p.name for p in rebuilt[0].parent.iterdir()) == [
         "tiny_yolo_v2-0000.params", "tiny_yolo_v2-symbol.json"]
+
+
+def test_load_returns_modules_callers_can_change() -> None:
+    mod, params = zoo.load("tiny_yolo_v2", small=True)
+    mod["main"] = relay.build_module.bind_params_by_name(mod["main"], params)
+    params.clear()
+    again, again_params = zoo.load("tiny_yolo_v2", small=True)
+    assert len(again["main"].params) == 1 + len(again_params) > 1

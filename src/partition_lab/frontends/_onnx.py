@@ -38,13 +38,30 @@ def load_onnx(path: Path, input_shapes: Mapping[str, object] | None) -> tuple[tv
     weights = lift_weights(model)
     shapes.update({name: array.shape for name, array in weights.items()})
     dtypes.update({name: array.dtype.name for name, array in weights.items()})
+    mod = _convert(model, path, shapes, dtypes, invalid)
+    if invalid is not None:
+        warnings.warn(f"{path.name}: onnx.checker: {invalid} (TVM converted it anyway)",
+                      stacklevel=3)
+    used = {param.name_hint for param in mod["main"].params}
+    params = {name: tvm.nd.array(array) for name, array in weights.items() if name in used}
+    return finish_module(mod), params
+
+
+def _convert(
+    model: onnx.ModelProto,
+    path: Path,
+    shapes: Mapping[str, tuple[int, ...]],
+    dtypes: Mapping[str, str],
+    invalid: str | None,
+) -> tvm.IRModule:
+    """``from_onnx`` with TVM's exceptions turned into partition_lab errors."""
     try:
         # freeze_params=True freezes only what lift_weights left as initializers (shapes, axes,
         # scales), and makes TVM run DynamicToStatic: mxnet.onnx computes Reshape targets with
         # Shape/Slice/Concat, which would otherwise stay dynamic reshapes of unknown rank.
         with warnings.catch_warnings(), incremental_inference():
             warnings.simplefilter("ignore")  # TVM re-runs the checker and warns what it finds
-            mod, _ = relay.frontend.from_onnx(model, shape=shapes, dtype=dtypes,
+            mod, _ = relay.frontend.from_onnx(model, shape=dict(shapes), dtype=dict(dtypes),
                                               freeze_params=True)
     except (tvm.error.OpNotImplemented, tvm.error.OpAttributeUnImplemented) as exc:
         raise UnsupportedOperatorError(
@@ -59,12 +76,7 @@ def load_onnx(path: Path, input_shapes: Mapping[str, object] | None) -> tuple[tv
             f"cannot convert it ({_first_line(exc)}); the file may be truncated or corrupt. "
             "Re-export it and check it with onnx.checker.check_model"
         ) from exc
-    if invalid is not None:
-        warnings.warn(f"{path.name}: onnx.checker: {invalid} (TVM converted it anyway)",
-                      stacklevel=3)
-    used = {param.name_hint for param in mod["main"].params}
-    params = {name: tvm.nd.array(array) for name, array in weights.items() if name in used}
-    return finish_module(mod), params
+    return mod
 
 
 def lift_weights(model: onnx.ModelProto) -> dict[str, np.ndarray]:

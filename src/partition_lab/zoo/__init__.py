@@ -85,13 +85,17 @@ def load(name: str, *, frontend: Frontend = "mxnet", small: bool = False) -> tup
     """The model as ``(tvm.IRModule, params)`` through ``frontend`` ("mxnet" or "onnx").
 
     Both go through :func:`partition_lab.frontends.load_model`, so every call carries its source
-    node name. Results are cached in memory; the params dict returned is a fresh copy.
+    node name. Results are cached in memory; each call returns a new IRModule (sharing the
+    immutable functions) and a new params dict, so that assigning ``mod["main"] = ...`` does not
+    change what the next caller gets.
     """
     entry(name)
     if frontend not in ("mxnet", "onnx"):
         raise ValueError(f"frontend must be 'mxnet' or 'onnx', not {frontend!r}")
+    import tvm
+
     mod, params = _load_cached(name, frontend, small)
-    return mod, dict(params)
+    return tvm.IRModule(dict(mod.functions), dict(mod.type_definitions)), dict(params)
 
 
 def sample_inputs(name: str, *, small: bool = False, seed: int = 0) -> dict[str, np.ndarray]:
