@@ -12,6 +12,7 @@ import tvm
 from tvm import relay
 
 from ..errors import TargetSpecError
+from .fold import fold_weight_transforms
 
 
 def _convert_layout(layout: str) -> tvm.transform.Pass:
@@ -39,9 +40,6 @@ def prepare_passes(steps: Sequence[str]) -> list[tvm.transform.Pass]:
                 f"unknown preparation step {step!r}; known steps: "
                 + ", ".join(f"{k}:<arg>" for k in STEPS))
         passes += [STEPS[kind](arg), relay.transform.InferType()]
-    if passes:
-        # Weight casts and layout transforms on constants fold away instead of becoming ops.
-        passes += [relay.transform.FoldConstant(), relay.transform.InferType()]
     return passes
 
 
@@ -52,4 +50,6 @@ def prepare(mod: tvm.IRModule, steps: Sequence[str]) -> tvm.IRModule:
     if not passes:
         return mod
     with tvm.transform.PassContext(opt_level=3):
-        return tvm.transform.Sequential(passes)(mod)
+        mod = tvm.transform.Sequential(passes)(mod)
+    # Weight casts and layout transforms on constants fold away instead of becoming ops.
+    return fold_weight_transforms(mod)

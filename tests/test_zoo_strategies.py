@@ -1,0 +1,108 @@
+"""Every strategy on every full-size zoo model, both accelerator targets, and the report stories
+told with the Inferentia1 profile (issue 4)."""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+
+import partition_lab
+from partition_lab import zoo
+from partition_lab.api import analyze
+from partition_lab.comparison import compare_plans
+from partition_lab.cost_models.base import evaluate
+from partition_lab.cost_models.measured import MeasuredCpuCostModel, op_signature
+from partition_lab.measure import measure_cpu_ops
+from partition_lab.plan import PartitionPlan
+
+# A relative slack for float sums taken in different orders.
+EPS = 1e-9
+
+
+@functools.lru_cache(maxsize=None)
+def _analysis(model: str, target: str):
+    mod, params = zoo.load(model)
+    return analyze(mod, target, params=params, name=model)
+
+
+@functools.lru_cache(maxsize=None)
+def _comparison(model: str, target: str):
+    a = _analysis(model, target)
+    return compare_plans(a.graph, a.verdicts, target=a.target.name, cost_model=a.cost_model)
+
+
+@pytest.mark.parametrize("target", ["neuron@2020", "tensorcore"])
+@pytest.mark.parametrize("model", zoo.names())
+def test_every_strategy_valid_and_optimal_never_worse(model: str, target: str) -> None:
+    comparison = _comparison(model, target)
+    applicable = [r for r in comparison.rows if r.applicable]
+    assert {r.strategy for r in applicable} >= {"greedy", "min_size", "no_mac", "cost",
+                                                "optimal", "all_cpu"}
+    for name, plan in comparison.plans.items():
+        plan.validate()
+        assert plan.strategy == name
+    optimal = comparison.row("optimal").total_s
+    for row in applicable:
+        assert optimal <= row.total_s * (1 + EPS), (row.strategy, row.total_s, optimal)
+
+
+def test_optimal_finishes_on_the_largest_model_and_says_how_exact_it_is() -> None:
+    comparison = _comparison("densenet201", "neuron@2020")
+    assert len(comparison.graph) > 700
+    notes = " ".join(comparison.row("optimal").notes)
+    assert "optimal" in notes and ("proven" in notes or "lower bound" in notes)
+
+
+# ----------------------------------------------------------------------------- stories
+def test_simple_pose_cost_and_optimal_beat_greedy_and_match_the_hand_made_plan() -> None:
+    """The report's engineer excluded the two BatchNorm+ReLU-only subgraphs by hand; cost and
+    optimal must find a plan at least as good by themselves, and predict it faster than greedy."""
+    a = _analysis("simple_pose_resnet152_v1b", "neuron@2020")
+    comparison = _comparison("simple_pose_resnet152_v1b", "neuron@2020")
+    greedy = comparison.plans["greedy"]
+    lonely = [r for r in greedy.accelerator_regions
+              if {a.graph[n].op for n in r.nodes} <= {"nn.batch_norm", "nn.relu"}]
+    assert len(lonely) == 2
+    hand_made = PartitionPlan.from_assignment(
+        a.graph, greedy.target, "report", set(greedy.accelerator_nodes)
+        - {n for r in lonely for n in r.nodes}, a.verdicts)
+    hand_total = evaluate(hand_made, a.cost_model).total
+    greedy_total = comparison.row("greedy").total_s
+    assert hand_total < greedy_total
+    for strategy in ("cost", "optimal"):
+        total = comparison.row(strategy).total_s
+        assert total <= hand_total * (1 + EPS), strategy
+        assert total < greedy_total, strategy
+        plan = comparison.plans[strategy]
+        for region in lonely:
+            assert all(plan.device_of(n) == "cpu" for n in region.nodes), strategy
+
+
+def test_fcn_breakdown_shows_the_resize_island_its_copies_and_measured_time() -> None:
+    mod, params = zoo.load("fcn_resnet101_ade")
+    result = partition_lab.partition(mod, "neuron", params=params)
+    resizes = [n.id for n in result.graph if n.op == "image.resize2d"]
+    islands = {result.plan.region_of(n).id for n in resizes}
+    cost = result.cost
+    island_costs = [r for r in cost.regions if r.region in islands]
+    assert island_costs and all(r.device == "cpu" and r.compute > 0 for r in island_costs)
+    copies_in = [c for c in cost.cuts if set(c.consumers) & set(resizes)]
+    assert len(copies_in) == 2 and all(c.src == "neuron" and c.dst == "cpu" for c in copies_in)
+    # Measured on this machine with TVM's llvm kernels: the cost model then uses those times.
+    table = measure_cpu_ops(result.relay, resizes)
+    measured = MeasuredCpuCostModel(result.cost_model, table)
+    assert measured.measured_nodes(result.graph) == resizes
+    with_measured = evaluate(result.plan, measured)
+    measured_island = sum(r.compute for r in with_measured.regions if r.region in islands)
+    expected = sum(table[op_signature(result.graph[n])] for n in resizes)
+    assert measured_island == pytest.approx(expected, rel=1e-9)
+    assert with_measured.total > cost.total  # TVM's resize kernels are far below the roofline
+
+
+def test_matmul_x100_on_a_neuroncore_is_within_25_percent_of_the_report() -> None:
+    a = _analysis("matmul_fp16_x100", "neuron@2020")
+    comparison = _comparison("matmul_fp16_x100", "neuron@2020")
+    accel = comparison.row("greedy").compute_accel_s
+    assert comparison.row("greedy").ops_on_accel == len(a.graph)
+    assert accel == pytest.approx(17.1e-3, rel=0.25)
