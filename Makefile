@@ -20,6 +20,7 @@ $(VENV)/.installed: setup.cfg pyproject.toml
 	@touch $@
 
 demo: setup
+	@mkdir -p out
 	$(BIN)/partition-lab viz -o out/default.svg
 	@echo "wrote out/default.svg"
 
@@ -27,10 +28,12 @@ lint: setup
 	$(BIN)/ruff check src tests bench examples
 
 test: lint
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n 2 --dist loadfile
 
 bench: setup
-	$(BIN)/python bench/run_all.py
+	$(BIN)/python bench/bench_partition.py
+	$(BIN)/python bench/bench_strategies.py
+	$(BIN)/python bench/load_times.py
 
 clean:
 	rm -rf $(VENV) out .pytest_cache
