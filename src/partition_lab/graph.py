@@ -169,6 +169,10 @@ class OpGraph:
         self.tensors: tuple[Tensor, ...] = tuple(tensors)
         self.graph_inputs = {t.input_name: t for t in tensors if t.producer is None}
         self._by_name = {node.name: node.id for node in self.nodes}
+        self._tensors_by_producer: dict[int, list[Tensor]] = {}
+        for tensor in tensors:
+            if tensor.producer is not None:
+                self._tensors_by_producer.setdefault(tensor.producer, []).append(tensor)
 
     def __len__(self) -> int:
         return len(self.nodes)
@@ -204,7 +208,7 @@ class OpGraph:
 
     def tensors_of(self, node_id: int) -> list[Tensor]:
         """Output tensors of a node that are used (by a node or as a graph output)."""
-        return [t for t in self.tensors if t.producer == node_id]
+        return list(self._tensors_by_producer.get(node_id, ()))
 
 
 class OpGraphBuilder:

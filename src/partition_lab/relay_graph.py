@@ -65,6 +65,7 @@ class _Builder:
         self.input_users: dict[str, list[int]] = {}
         self.input_types: dict[str, TensorType] = {}
         self.input_vars: dict[str, relay.Var] = {}
+        self.outputs: list[tuple[TensorType, ...]] = []  # per node, filled in topological order
 
     def build(self) -> RelayGraph:
         for var in self.func.params:
@@ -77,7 +78,8 @@ class _Builder:
         proto = [self._node_parts(i, call) for i, call in enumerate(self.calls)]
         names = _unique_names([(p["op"], p["source_name"]) for p in proto])
         nodes = [OpNode(id=i, name=names[i], **p) for i, p in enumerate(proto)]
-        outputs = [ref for ref in self._refs(self.func.body) if ref[0] >= 0]
+        outputs = [ref for ref, _ in self._refs(self.func.body)
+                   if ref is not None and ref[0] != "input"]
         graph_inputs = {n: (self.input_types[n], self.input_users[n]) for n in self.input_types}
         graph = OpGraph(nodes, self.edges, graph_inputs, outputs, self.name)
         return RelayGraph(graph, self.func, self.calls, self.input_vars)
@@ -96,22 +98,28 @@ class _Builder:
                 f"cannot partition a graph with {type(expr).__name__} expressions: partition_lab "
                 "handles dataflow graphs (no control flow, closures or references)")
 
-    def _refs(self, expr: relay.Expr) -> list[TensorRef | tuple[str, str] | None]:
-        """The tensors an argument expression denotes: node outputs, inputs, or None for weights."""
+    def _refs(self, expr: relay.Expr) -> list[tuple[TensorRef | tuple[str, str] | None, TensorType]]:
+        """The tensors an argument expression denotes, with their types.
+
+        A reference is ``(node, output index)``, ``("input", name)``, or None for a weight.
+        Types of node outputs come from the cache filled in topological order, so each Relay
+        type is converted once (every TVM attribute read is a foreign-function call).
+        """
         if isinstance(expr, relay.Call):
             node = self.node_of[expr]
-            n_out = _num_outputs(expr.checked_type)
-            return [(node, i) for i in range(n_out)]
+            return [((node, i), spec) for i, spec in enumerate(self.outputs[node])]
         if isinstance(expr, relay.TupleGetItem):
-            inner = self._refs(expr.tuple_value)
-            return [inner[expr.index]]
+            return [self._refs(expr.tuple_value)[expr.index]]
         if isinstance(expr, relay.Tuple):
             return [ref for field in expr.fields for ref in self._refs(field)]
         if isinstance(expr, relay.Var):
             name = expr.name_hint
-            return [("input", name)] if name in self.input_types else [None]
+            if name in self.input_types:
+                return [(("input", name), self.input_types[name])]
+            return [(None, tensor_type(expr.checked_type))]
         if isinstance(expr, relay.Constant):
-            return [None]
+            data = expr.data
+            return [(None, TensorType(tuple(int(d) for d in data.shape), str(data.dtype)))]
         raise PartitionLabError(f"unsupported Relay expression {type(expr).__name__}")
 
     def _node_parts(self, node_id: int, call: relay.Call) -> dict[str, Any]:
@@ -119,8 +127,7 @@ class _Builder:
         weights: list[TensorType] = []
         args: list[TensorType] = []
         for arg in call.args:
-            types = _flat_types(arg.checked_type)
-            for ref, spec in zip(self._refs(arg), types, strict=True):
+            for ref, spec in self._refs(arg):
                 args.append(spec)
                 if ref is None:
                     weights.append(spec)
@@ -132,13 +139,14 @@ class _Builder:
                         users.append(node_id)
                 else:
                     self.edges.append((ref[0], ref[1], node_id))
-        outputs = _flat_types(call.checked_type)
+        outputs = tuple(_flat_types(call.checked_type))
+        self.outputs.append(outputs)
         attrs = attrs_to_dict(call.attrs)
         op = call.op.name
         return dict(
-            op=op, source_name=source_name(call), inputs=tuple(inputs), outputs=tuple(outputs),
+            op=op, source_name=source_name(call), inputs=tuple(inputs), outputs=outputs,
             weights=tuple(weights), attrs=attrs, args=tuple(args),
-            flops=estimate_flops(op, tuple(args), tuple(outputs), attrs),
+            flops=estimate_flops(op, tuple(args), outputs, attrs),
         )
 
 
@@ -167,10 +175,6 @@ def _flat_types(ty: Any) -> list[TensorType]:
     if isinstance(ty, relay.TupleType):
         return [t for field in ty.fields for t in _flat_types(field)]
     return [tensor_type(ty)]
-
-
-def _num_outputs(ty: Any) -> int:
-    return len(_flat_types(ty))
 
 
 def attrs_to_dict(attrs: Any) -> dict[str, Any]:
