@@ -20,13 +20,13 @@ from partition_lab.plan import PartitionPlan
 EPS = 1e-9
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _analysis(model: str, target: str):
     mod, params = zoo.load(model)
     return analyze(mod, target, params=params, name=model)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _comparison(model: str, target: str):
     a = _analysis(model, target)
     return compare_plans(a.graph, a.verdicts, target=a.target.name, cost_model=a.cost_model)
