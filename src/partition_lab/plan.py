@@ -103,11 +103,27 @@ class PartitionPlan:
 
         accel = set(on_accelerator)
         devices = [target if i in accel else CPU for i in range(len(graph))]
-        groups = form_regions(graph, devices)
+        return cls.from_regions(graph, target, strategy, devices, form_regions(graph, devices),
+                                verdicts, reasons, options, notes)
+
+    @classmethod
+    def from_regions(
+        cls,
+        graph: OpGraph,
+        target: str,
+        strategy: str,
+        devices: Sequence[str],
+        groups: Iterable[Iterable[int]],
+        verdicts: Sequence[Verdict],
+        reasons: Mapping[int, str] | None = None,
+        options: Mapping[str, Any] | None = None,
+        notes: Iterable[str] = (),
+    ) -> PartitionPlan:
+        """The plan for per-node ``devices`` whose regions (``groups``) are already formed."""
         regions = []
         region_of = [0] * len(graph)
-        for region_id, members in enumerate(groups):
-            members = tuple(sorted(members))
+        for region_id, group in enumerate(groups):
+            members = tuple(sorted(group))
             regions.append(Region(region_id, devices[members[0]], members))
             for n in members:
                 region_of[n] = region_id

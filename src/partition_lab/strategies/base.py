@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 from ..cost_models.base import CostModel
 from ..errors import PartitionLabError
 from ..graph import OpGraph
-from ..plan import CPU, Decision, PartitionPlan, Region, Verdict, default_reason
+from ..plan import CPU, PartitionPlan, Verdict
 from ..regions import form_regions
 
 
@@ -155,21 +155,9 @@ def make_plan(strategy: Strategy, state: Assignment, regions: Sequence[Sequence[
     ``regions`` must be ``form_regions`` of the state's devices; building the plan from them
     saves forming them again on large graphs.
     """
-    graph, target = state.graph, state.target
-    devices = state.devices()
-    region_objs = []
-    region_of = [0] * len(graph)
-    for region_id, members in enumerate(regions):
-        members = tuple(sorted(members))
-        region_objs.append(Region(region_id, devices[members[0]], members))
-        for n in members:
-            region_of[n] = region_id
-    decisions = tuple(
-        Decision(n, devices[n], region_of[n],
-                 state.reasons.get(n) or default_reason(state.verdicts[n], devices[n], target))
-        for n in range(len(graph)))
-    return PartitionPlan(graph, target, strategy.name, tuple(region_objs), decisions,
-                         tuple(state.verdicts), _plain_options(strategy.options()), list(notes))
+    return PartitionPlan.from_regions(
+        state.graph, state.target, strategy.name, state.devices(), regions, state.verdicts,
+        state.reasons, _plain_options(strategy.options()), notes)
 
 
 def _plain_options(options: Mapping[str, Any]) -> dict[str, Any]:
