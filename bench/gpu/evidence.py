@@ -3,8 +3,9 @@ runs here with --device cpu as a check).
 
 Per model: seeded synthetic weights (:func:`partition_lab.torch_exec.synthetic_weights`), batch
 norms calibrated on the input (float32, on the GPU), the unpartitioned graph run on the GPU in
-float32 and in the graph's precision (the references), then each plan: its outputs against both
-references, its end-to-end time (median of repeated runs, synchronised only where the program
+float32 (TF32 off) and in the graph's precision (the references), then each plan: its outputs
+against both references, the same plan run in float32 against the float32 reference (partitioning
+must not change the function: copies, region order and CPU islands are all exercised), its end-to-end time (median of repeated runs, synchronised only where the program
 must) and a per-region / per-copy breakdown (separately synchronised runs). Results are written
 after every plan, so a run cut short keeps what it measured.
 
@@ -85,6 +86,9 @@ def run_model(path: Path, device: str, deadline: float, write: Any) -> dict[str,
             row["plans"][strategy] = {**row["plans"][seen[key]], "same_plan_as": seen[key]}
             continue
         seen[key] = strategy
+        exact = PlanExecutor(graph, plan, bindings, weights, device=device, dtype="float32")
+        error_fp32_mode = relative_error(exact.run(inputs), ref32)
+        del exact
         executor = PlanExecutor(graph, plan, bindings, weights, device=device)
         outputs = executor.run(inputs)
         bench = executor.benchmark(inputs, warmup=2, repeats=20, max_seconds=4.0)
@@ -93,6 +97,7 @@ def run_model(path: Path, device: str, deadline: float, write: Any) -> dict[str,
             "ops_on_accel": len(plan.accelerator_nodes),
             "error_vs_unpartitioned": relative_error(outputs, ref16),
             "error_vs_float32": relative_error(outputs, ref32),
+            "float32_mode_error_vs_float32": error_fp32_mode,
             **summarise(bench),
         }
         print(f"  {row['model']} {strategy}: {bench.median_s * 1e3:.3f} ms "
@@ -112,6 +117,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--budget", type=float, default=300.0, help="seconds in all")
     args = parser.parse_args(argv)
+    # The float32 references must be float32: no TF32 in cuDNN convolutions or cuBLAS matmuls
+    # (PyTorch >= 2.9 has fp32_precision settings; the allow_tf32 flags are being retired).
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+    if hasattr(torch.backends.cuda.matmul, "fp32_precision"):
+        torch.backends.cuda.matmul.fp32_precision = "ieee"
+        torch.backends.cudnn.conv.fp32_precision = "ieee"
     start = time.perf_counter()
     order_file = args.bundles / "order.json"
     names = args.models or (json.loads(order_file.read_text()) if order_file.is_file()

@@ -4,9 +4,10 @@ times by size, per-region overhead (runs THERE; also runs here with --device cpu
 Every op signature of the bundles' graphs (``bench/gpu/export_bundles.py``) is timed alone with
 the executor's own kernels (:func:`partition_lab.torch_exec.op_callable`): back-to-back calls,
 then one synchronisation, divided by the count, which is what an op costs inside an eagerly
-launched region (the larger of its launch and its kernel). Copies are timed the way the
-executor copies (pageable host memory, :func:`partition_lab.torch_exec.transfer`) and, for
-comparison, from pinned memory.
+launched region (the larger of its launch and its kernel). Copies (``h2d``/``d2h``, what the
+cost model uses) are timed inside executor runs of a two-region plan, as the executor copies
+(pageable host memory); each copy alone (``*_raw``) and from pinned memory are kept for
+comparison.
 
     PYTHONPATH=src python3 bench/gpu/measure_profile.py --bundles .gpu_bundle/roofline \\
         --out $OUT/h200_measured.json --budget 240
@@ -28,6 +29,7 @@ from typing import Any
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from partition_lab.cost_models import get_cost_model
 from partition_lab.cost_models.measured import op_signature
@@ -35,7 +37,8 @@ from partition_lab.cost_models.measured_gpu import SCHEMA
 from partition_lab.cost_models.roofline import op_class
 from partition_lab.graph import OpGraphBuilder, TensorType
 from partition_lab.graph_io import ArgRef, read_bundle
-from partition_lab.torch_exec import PlanExecutor, op_callable, transfer
+from partition_lab.plan import Decision, PartitionPlan, Region, Verdict
+from partition_lab.torch_exec import PlanExecutor, RunTimings, op_callable, transfer
 
 SIZES = [2 ** k for k in range(8, 29, 2)]  # 256 B .. 256 MiB
 
@@ -139,8 +142,42 @@ def measure_ops(signatures: dict[str, tuple[Any, Any]], device: str, kind: str,
     return times
 
 
+def measure_executor_copies(device: str) -> dict[str, list[list[float]]]:
+    """Copy times by size as the executor's runs see them: a float16 tensor goes host -> GPU
+    (a relu there) -> host (a relu there), in a two-region plan; the copies' times are read
+    from synchronised breakdown runs (median), with the allocator in the state repeated runs
+    leave it in."""
+    curves: dict[str, list[list[float]]] = {"h2d": [], "d2h": []}
+    for nbytes in SIZES:
+        n = nbytes // 2
+        builder = OpGraphBuilder("copy_probe")
+        first = builder.op("nn.relu", [builder.input("x", TensorType((n,), "float16"))])
+        graph = builder.build(outputs=[builder.op("nn.relu", [first])])
+        bindings = ((ArgRef("tensor", key="input:x"),), (ArgRef("tensor", key="nn.relu_0:0"),))
+        plan = PartitionPlan(graph, "tensorcore", "copy_probe",
+                             (Region(0, "tensorcore", (0,)), Region(1, "cpu", (1,))),
+                             (Decision(0, "tensorcore", 0, ""), Decision(1, "cpu", 1, "")),
+                             (Verdict(True, ""), Verdict(True, "")))
+        executor = PlanExecutor(graph, plan, bindings, {}, device=device)
+        inputs = {"x": np.random.default_rng(0).standard_normal(n).astype("float16")}
+        samples: dict[str, list[float]] = {"h2d": [], "d2h": []}
+        for _ in range(2):
+            executor.run(inputs)
+        for _ in range(9 if nbytes < 2 ** 24 else 5):
+            timings = RunTimings(0.0)
+            executor.run(inputs, timings=timings)
+            for copy in timings.copies:
+                samples["d2h" if copy["dst"] == "cpu" else "h2d"].append(copy["time_s"])
+        for name in curves:
+            curves[name].append([float(nbytes), statistics.median(samples[name])])
+        print(f"  executor copy {nbytes:>10} B: h2d {curves['h2d'][-1][1] * 1e6:.1f} us, "
+              f"d2h {curves['d2h'][-1][1] * 1e6:.1f} us", flush=True)
+    return curves
+
+
 def measure_transfers(device: str) -> dict[str, list[list[float]]]:
-    """Copy times by size, float16 payloads: pageable (as the executor copies) and pinned."""
+    """Copy times by size, float16 payloads, each copy alone: pageable (``h2d_raw``: what
+    :func:`transfer` does, conversion to the CPU's float32 included) and pinned."""
     curves: dict[str, list[list[float]]] = {k: [] for k in ("h2d", "d2h", "h2d_pinned",
                                                             "d2h_pinned")}
     for nbytes in SIZES:
@@ -171,15 +208,35 @@ def measure_transfers(device: str) -> dict[str, list[list[float]]]:
 
 
 def measure_region_overhead(device: str) -> dict[str, float]:
-    """A region's fixed cost: a one-op region (a tiny relu) ended by a synchronisation, minus
-    the relu alone; the CPU side has no synchronisation to wait for."""
-    result = {}
-    for kind, dev in (("accel", device), ("cpu", "cpu")):
-        x = torch.randn(16, device=dev)
-        op_alone = time_calls(lambda x=x: torch.relu(x), dev, 0.01, 2000)
-        region = time_calls(lambda x=x, dev=dev: (torch.relu(x), sync(dev)), dev, 0.01, 2000)
-        result[kind] = max(region - op_alone, 0.0)
-    return result
+    """A region's fixed cost.
+
+    GPU: a one-op region (a tiny relu) ended by a synchronisation, minus the relu alone.
+    CPU: a CPU island starts after the host waited for the GPU (a copy to the host), and by
+    then PyTorch's CPU thread pool may have gone to sleep: a multi-threaded op (layer norm of
+    128 x 768) right after such a wait, minus the same op run back to back; the mean over 40
+    trials, since the wake-ups come and go.
+    """
+    x = torch.randn(16, device=device)
+    op_alone = time_calls(lambda: torch.relu(x), device, 0.01, 2000)
+    region = time_calls(lambda: (torch.relu(x), sync(device)), device, 0.01, 2000)
+    data, ones, zeros = torch.randn(1, 128, 768), torch.ones(768), torch.zeros(768)
+
+    def layer_norm() -> Any:
+        return F.layer_norm(data, (768,), ones, zeros)
+
+    hot = time_calls(layer_norm, "cpu", 0.01, 2000)
+    after_wait = []
+    for _ in range(40):
+        if device.startswith("cuda"):
+            torch.cuda._sleep(2_000_000)  # about 1 ms of GPU work for the host to wait on
+            torch.cuda.synchronize()
+        else:
+            time.sleep(0.001)
+        start = time.perf_counter()
+        layer_norm()
+        after_wait.append(time.perf_counter() - start)
+    return {"accel": max(region - op_alone, 0.0),
+            "cpu": max(statistics.mean(after_wait) - hot, 0.0)}
 
 
 def measure_executor_overhead(device: str, length: int = 200) -> dict[str, dict[str, float]]:
@@ -240,7 +297,9 @@ def main(argv: list[str] | None = None) -> int:
         "transfers": {}, "executor_transfers": "pageable", "region_overhead_s": {},
     }
     if args.device.startswith("cuda"):
-        profile["transfers"] = measure_transfers(args.device)
+        alone = measure_transfers(args.device)
+        profile["transfers"] = {"h2d_raw": alone.pop("h2d"), "d2h_raw": alone.pop("d2h"),
+                                **alone, **measure_executor_copies(args.device)}
     profile["region_overhead_s"] = measure_region_overhead(args.device)
     profile["executor_op_overhead"] = measure_executor_overhead(args.device)
     print(f"region overhead {profile['region_overhead_s']}, per op "

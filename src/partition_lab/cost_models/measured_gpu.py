@@ -9,12 +9,14 @@ The profile is a JSON file written by ``bench/gpu/measure_profile.py`` on the GP
      "ops": {"accel": {op_signature: seconds}, "cpu": {op_signature: seconds}},
      "op_info": {op_signature: {"op", "class", "roofline_accel_s", "roofline_cpu_s"}},
      "transfers": {"h2d": [[nbytes, seconds], ...], "d2h": [...],
-                   "h2d_pinned": [...], "d2h_pinned": [...]},
+                   "h2d_raw": [...], "d2h_raw": [...], "h2d_pinned": [...], "d2h_pinned": [...]},
      "executor_transfers": "pageable",
      "region_overhead_s": {"accel": seconds, "cpu": seconds},
      "executor_op_overhead": {"accel": {"host_per_op_s", "overhead_per_op_s"}, "cpu": {...}}}
 
-Op times are keyed by :func:`~partition_lab.cost_models.measured.op_signature` and were measured
+``h2d``/``d2h`` are the copies as the executor makes them (pageable memory, timed inside its
+runs); ``*_raw`` are single copies alone and ``*_pinned`` copies from pinned memory, kept for
+comparison. Op times are keyed by :func:`~partition_lab.cost_models.measured.op_signature` and were measured
 with the executor's own kernels (:mod:`partition_lab.torch_exec`): accelerator ops in the graph's
 dtype on the GPU, CPU ops with PyTorch's CPU kernels on the host. An op whose signature was not
 measured gets the roofline estimate of the ``h200`` profile (or the given fallback) scaled by the
