@@ -379,7 +379,6 @@ def test_transfer_curve_needs_two_points() -> None:
 SHIPPED = Path(__file__).resolve().parents[1] / "src/partition_lab/cost_models/profiles/h200_measured.json"
 
 
-@pytest.mark.skipif(not SHIPPED.is_file(), reason="no measured profile shipped yet")
 def test_shipped_h200_profile_says_where_it_was_measured() -> None:
     profile = load_gpu_profile()
     for key in ("date", "gpu", "driver", "torch", "cuda", "cudnn", "host_cpu"):

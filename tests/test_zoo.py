@@ -1,8 +1,7 @@
 """The model zoo: every model through both frontends, op counts, names, numerics, the cache.
 
-Full-size models load through the MXNet frontend and small variants through both. The
-full-size ONNX files (export + import about 2.5 minutes cold on 2 cores, see
-bench/load_times.py) are checked too when PARTITION_LAB_TEST_FULL_ONNX=1.
+Every model loads through both frontends, full size and small. The full-size ONNX files take
+about 2.5 minutes cold on 2 cores (export + import, see bench/load_times.py).
 """
 
 from __future__ import annotations
@@ -26,7 +25,6 @@ from partition_lab.frontends import calls_without_source_name, source_name
 from partition_lab.frontends._spans import calls_in_order
 
 ALL = zoo.names()
-FULL_ONNX_ENV = "PARTITION_LAB_TEST_FULL_ONNX"
 # Tolerances of the numerics checks: TVM (llvm) against MXNet / onnxruntime on the same weights.
 # float32: both sides sum in float32 in different orders. float16 (the matmul chain): TVM
 # accumulates in float16, MXNet in float32 rounded once, onnxruntime in float16 with its own
@@ -83,10 +81,6 @@ def test_full_size_through_mxnet(name: str) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(
-    not os.environ.get(FULL_ONNX_ENV),
-    reason=f"full-size ONNX export + import of the zoo takes ~2.5 min cold; set {FULL_ONNX_ENV}=1",
-)
 @pytest.mark.parametrize("name", ALL)
 def test_full_size_through_onnx(name: str) -> None:
     check_module(name, small=False, frontend="onnx")
