@@ -142,8 +142,8 @@ def test_anchorless_regions_are_dropped_with_a_reason() -> None:
     assert [len(r.nodes) for r in plan.accelerator_regions] == [2, 1]
     reason = plan.decisions[3].reason
     assert plan.decisions[3].device == CPU
-    assert reason == ("region accel2 holds no tensorcore compute op (only nn.relu, add) "
-                      "to ride along with")
+    assert reason == ("its group of supported ops holds no tensorcore compute op "
+                      "(only nn.relu, add) to ride along with")
 
 
 def test_min_size_and_no_mac_say_why() -> None:

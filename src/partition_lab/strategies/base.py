@@ -100,10 +100,11 @@ def legalize(state: Assignment) -> list[list[int]]:
         if not anchored:
             return regions
         dropped = False
-        for index, members in enumerate(regions):
+        for members in regions:
             if state.on_accel[members[0]] and not any(state.verdicts[n].anchor for n in members):
+                # No region label: this group is never a region of the final plan.
                 state.move_to_cpu(members, (
-                    f"region accel{index} holds no {state.target} compute op "
+                    f"its group of supported ops holds no {state.target} compute op "
                     f"(only {op_list(state.graph, members)}) to ride along with"))
                 dropped = True
         if not dropped:
