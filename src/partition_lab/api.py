@@ -99,9 +99,10 @@ def analyze(
     from .targets import get_target
 
     spec = get_target(target, **target_options)
+    name = name or _module_name(mod)  # before binding: a new module drops the attributes
     mod = bind_params(mod, params)
     mod = prepare(mod, spec.prepare_steps())
-    rg = relay_graph(mod, name=name or _module_name(mod))
+    rg = relay_graph(mod, name=name)
     verdicts = support_verdicts(rg.graph, spec, excl_node_names, exclude_ops)
     if cost_model is None or isinstance(cost_model, str):
         cost_model = get_cost_model(spec, accel_profile=cost_model)

@@ -95,7 +95,10 @@ def load(name: str, *, frontend: Frontend = "mxnet", small: bool = False) -> tup
     import tvm
 
     mod, params = _load_cached(name, frontend, small)
-    return tvm.IRModule(dict(mod.functions), dict(mod.type_definitions)), dict(params)
+    fresh = tvm.IRModule(dict(mod.functions), dict(mod.type_definitions))
+    # partition() and the drawings title the model by this attribute.
+    label = f"{name}:small" if small else name
+    return fresh.with_attr("partition_lab.name", label), dict(params)
 
 
 def sample_inputs(name: str, *, small: bool = False, seed: int = 0) -> dict[str, np.ndarray]:
