@@ -63,6 +63,16 @@ class Measurements:
     meta: dict[str, Any] = field(default_factory=dict)
 
 
+def read_json_file(path: Path, what: str) -> Any:
+    """The parsed JSON of ``path``; ProfileError naming ``what`` if it is missing or not JSON."""
+    if not path.is_file():
+        raise ProfileError(f"{what} {path} does not exist")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ProfileError(f"{what} {path} is not valid JSON: {err}") from None
+
+
 def load_measurements(path: str | Path) -> Measurements:
     """Read a cache written by :func:`save_measurements`.
 
@@ -72,12 +82,7 @@ def load_measurements(path: str | Path) -> Measurements:
         If the file is missing, not JSON, of another schema, or holds a non-positive time.
     """
     path = Path(path)
-    if not path.is_file():
-        raise ProfileError(f"measurement cache {path} does not exist")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise ProfileError(f"measurement cache {path} is not valid JSON: {err}") from None
+    data = read_json_file(path, "measurement cache")
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         raise ProfileError(f"measurement cache {path}: 'schema' must be {SCHEMA!r}")
     times = data.get("times_s")

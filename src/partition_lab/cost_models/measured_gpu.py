@@ -32,7 +32,6 @@ op takes at least the host time per op of such a chain and otherwise its measure
 from __future__ import annotations
 
 import bisect
-import json
 import math
 import statistics
 from collections.abc import Mapping, Sequence
@@ -44,7 +43,7 @@ from typing import Any
 from ..errors import ProfileError
 from ..graph import OpGraph, OpNode
 from .base import CostModel, DeviceKind
-from .measured import op_signature
+from .measured import op_signature, read_json_file
 from .profiles import load_profile
 from .roofline import RooflineCostModel, op_class
 
@@ -110,13 +109,7 @@ def load_gpu_profile(path: str | Path | None = None) -> GpuProfile:
         If the file is missing, not JSON, of another schema, or has malformed numbers.
     """
     path = Path(path) if path is not None else default_profile_path()
-    if not path.is_file():
-        raise ProfileError(f"measured GPU profile {path} does not exist")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise ProfileError(f"measured GPU profile {path} is not valid JSON: {err}") from None
-    return parse_gpu_profile(data, str(path))
+    return parse_gpu_profile(read_json_file(path, "measured GPU profile"), str(path))
 
 
 def parse_gpu_profile(data: Mapping[str, Any], where: str = "profile") -> GpuProfile:
