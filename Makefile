@@ -2,7 +2,7 @@
 #   make demo   - draw the bundled default model's partition (out/default.svg)
 #   make test   - lint and run the test suite
 SHELL := /bin/bash
-PYTHON ?= python3.11
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
 BIN := $(VENV)/bin
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
