@@ -23,6 +23,7 @@ from partition_lab import zoo
 from partition_lab.errors import UnknownModelError
 from partition_lab.frontends import calls_without_source_name, source_name
 from partition_lab.frontends._spans import calls_in_order
+from partition_lab.runtime import build_for_cpu
 
 ALL = zoo.names()
 # Tolerances of the numerics checks: TVM (llvm) against MXNet / onnxruntime on the same weights.
@@ -147,11 +148,8 @@ def compile_for_llvm(mod: tvm.IRModule) -> graph_executor.GraphModule:
             return module
     # opt_level 0 (no fusion, no layout change) and LLVM -O0 compile several times faster than
     # the defaults here and still check what these tests are about: that the frontends' Relay
-    # computes the model. tir.disable_cse_tir: TVM 0.19 with this LLVM (22) emits an invalid
-    # #dbg_declare for the float let-variables that TIR CSE introduces (bilinear
-    # image.resize2d fails to build; apache/tvm#18585).
-    with tvm.transform.PassContext(opt_level=0, config={"tir.disable_cse_tir": True}):
-        lib = relay.build(mod, target="llvm -opt-level=0")
+    # computes the model. build_for_cpu adds the configuration every llvm build here needs.
+    lib = build_for_cpu(mod, opt_level=0, target="llvm -opt-level=0")
     module = graph_executor.GraphModule(lib["default"](tvm.cpu()))
     _COMPILED.setdefault(key, []).append((mod, module))
     return module
