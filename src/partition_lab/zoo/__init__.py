@@ -24,6 +24,8 @@ from typing import Any, Literal
 
 import numpy as np
 
+# First: every gluoncv import below goes through this package, and gluoncv must not see torch.
+from . import _gluoncv_import  # noqa: F401
 from ._catalog import ENTRIES, ZooEntry, entry
 
 __all__ = [
