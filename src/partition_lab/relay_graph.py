@@ -3,10 +3,17 @@
 One traversal in post-order: each ``Call`` of a primitive op becomes a node; ``Tuple`` and
 ``TupleGetItem`` are folded into their producers and consumers (see ``graph.py``). Bound
 constants and parameter variables are weights; other free variables are graph inputs.
+
+Every read of a TVM object's field is a foreign-function call (about 10 us with TVM's ctypes
+FFI), and reading attributes field by field took 60k of them on DenseNet-201. So the reader
+touches each expression only for its structure (op, arguments) and fetches every call's type,
+attributes and span in one ``tvm.ir.save_json`` of an array of those objects, decoded here
+(:class:`_JsonValues`). Constants stay out of that array: their data would be serialized too.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from collections import Counter
 from collections.abc import Mapping
@@ -19,17 +26,35 @@ from tvm import relay
 from .errors import PartitionLabError
 from .graph import OpGraph, OpNode, TensorType
 
-TensorRef = tuple[int, int]  # (node id, output index); node id -1 for graph inputs
+TensorRef = tuple[int, int]  # (node id, output index)
+ArgRef = tuple[TensorRef | tuple[str, str] | None, TensorType]  # None: a weight
+
+
+@dataclass(frozen=True)
+class CallParts:
+    """The pieces of one Relay call, read once so that rewriting it costs no further reads."""
+
+    op: tvm.ir.Op
+    args: tuple[relay.Expr, ...]
+    attrs: Any
+    span: Any
 
 
 @dataclass
 class RelayGraph:
-    """An OpGraph plus the Relay calls its nodes came from (``calls[node_id]``)."""
+    """An OpGraph plus the Relay calls its nodes came from (``calls[node_id]``, and their
+    pieces in ``parts[node_id]``)."""
 
     graph: OpGraph
     function: relay.Function
     calls: list[relay.Call]
     input_vars: dict[str, relay.Var]
+    parts: list[CallParts]
+    node_by_key: dict[int, int]  # object_key(call) -> node id
+
+    def node_of(self, expr: relay.Expr) -> int | None:
+        """The node id of a call of this graph, or None for any other expression."""
+        return self.node_by_key.get(object_key(expr))
 
 
 def graph_from_relay(
@@ -49,85 +74,155 @@ def relay_graph(
     """Like :func:`graph_from_relay`, also returning the node -> Relay call mapping."""
     if isinstance(mod, relay.Function):
         mod = tvm.IRModule.from_expr(mod)
-    mod = relay.transform.InferType()(mod)
     func = mod["main"]
+    if not _is_typed(func):
+        func = relay.transform.InferType()(mod)["main"]
     return _Builder(func, set(params or ()), name).build()
 
 
+def _is_typed(func: relay.Function) -> bool:
+    """Whether type inference already ran on ``func`` (nodes are immutable: a typed body was
+    typed together with everything below it)."""
+    try:
+        func.body.checked_type  # noqa: B018 - raises when the type checker has not run
+    except ValueError:
+        return False
+    return True
+
+
+def object_key(obj: Any) -> int:
+    """Identity of a TVM object without a foreign call (``hash``/``==`` on them are FFI calls)."""
+    return obj.handle.value
+
+
+def array_items(array: Any) -> tuple[Any, ...]:
+    """The elements of a TVM Array in ``len + 1`` foreign calls (Array has no ``__iter__``, and
+    indexing one checks its length each time: iterating costs two calls per element)."""
+    get_item = tvm.runtime._ffi_api.ArrayGetItem
+    return tuple(get_item(array, i) for i in range(len(array)))
+
+
 class _Builder:
+    """Reads the function's structure expression by expression, then all types, attributes
+    and spans in one batch (see the module docstring)."""
+
     def __init__(self, func: relay.Function, param_names: set[str], name: str) -> None:
         self.func = func
         self.param_names = param_names
         self.name = name
         self.calls: list[relay.Call] = []
-        self.node_of: dict[relay.Call, int] = {}
-        self.edges: list[tuple[int, int, int]] = []
+        self.ops: list[tvm.ir.Op] = []
+        self.call_args: list[tuple[Any, ...]] = []
+        self.node_of: dict[int, int] = {}  # call handle -> node id
+        self.refs_of: dict[int, list[ArgRef]] = {}  # handle of a Tuple/TupleGetItem/Var/Constant
+        self.pending: list[tuple[int, Any, str]] = []  # (handle, expr, kind) typed after the batch
+        self.input_vars: dict[str, relay.Var] = {}
         self.input_users: dict[str, list[int]] = {}
         self.input_types: dict[str, TensorType] = {}
-        self.input_vars: dict[str, relay.Var] = {}
-        self.outputs: list[tuple[TensorType, ...]] = []  # per node, filled in topological order
+        self.edges: list[tuple[int, int, int]] = []
+        self.op_names: dict[int, str] = {}
 
     def build(self) -> RelayGraph:
-        for var in self.func.params:
-            name = var.name_hint
-            if name not in self.param_names:
-                self.input_types[name] = tensor_type(var.checked_type)
-                self.input_users[name] = []
-                self.input_vars[name] = var
-        relay.analysis.post_order_visit(self.func.body, self._collect)
-        proto = [self._node_parts(i, call) for i, call in enumerate(self.calls)]
+        exprs: list[Any] = list(self.func.params)  # first: graph inputs keep the params' order
+        relay.analysis.post_order_visit(self.func.body, exprs.append)
+        for expr in exprs:
+            self._visit(expr)
+        batch = self._read_batch()
+        n = len(self.calls)
+        outputs = [tuple(_flat_types(batch.value(i))) for i in range(n)]
+        self._type_leaves(batch, outputs)
+        attrs = batch.attrs_dicts(range(n, 2 * n), [call_attrs for call_attrs in self._attrs])
+        sources = [batch.source_name(2 * n + i) for i in range(n)]
+        proto = [self._node_parts(i, outputs, attrs[i], sources[i]) for i in range(n)]
         names = _unique_names([(p["op"], p["source_name"]) for p in proto])
         nodes = [OpNode(id=i, name=names[i], **p) for i, p in enumerate(proto)]
-        outputs = [ref for ref, _ in self._refs(self.func.body)
-                   if ref is not None and ref[0] != "input"]
+        graph_outputs = [ref for ref, _ in self._refs(self.func.body, outputs)
+                         if ref is not None and ref[0] != "input"]
         graph_inputs = {n: (self.input_types[n], self.input_users[n]) for n in self.input_types}
-        graph = OpGraph(nodes, self.edges, graph_inputs, outputs, self.name)
-        return RelayGraph(graph, self.func, self.calls, self.input_vars)
+        graph = OpGraph(nodes, self.edges, graph_inputs, graph_outputs, self.name)
+        parts = [CallParts(*p) for p in zip(self.ops, self.call_args, self._attrs, self._spans,
+                                             strict=True)]
+        return RelayGraph(graph, self.func, self.calls, self.input_vars, parts, self.node_of)
 
-    def _collect(self, expr: relay.Expr) -> None:
+    # ------------------------------------------------------------------ structure
+    def _visit(self, expr: Any) -> None:
         if isinstance(expr, relay.Call):
-            if not isinstance(expr.op, tvm.ir.Op):
+            op = expr.op
+            if not isinstance(op, tvm.ir.Op):
                 raise PartitionLabError(
-                    f"cannot partition a call to {expr.op}: only calls of primitive Relay ops are "
+                    f"cannot partition a call to {op}: only calls of primitive Relay ops are "
                     "supported (was the module already partitioned or fused?)")
-            self.node_of[expr] = len(self.calls)
+            op_key = object_key(op)
+            if op_key not in self.op_names:
+                self.op_names[op_key] = op.name
+            self.node_of[object_key(expr)] = len(self.calls)
             self.calls.append(expr)
+            self.ops.append(op)
+            self.call_args.append(array_items(expr.args))
+        elif isinstance(expr, (relay.Var, relay.Constant)):
+            handle = object_key(expr)
+            if handle not in self.refs_of:
+                self.refs_of[handle] = []  # typed after the batch read
+                self.pending.append((handle, expr, type(expr).__name__))
+        elif isinstance(expr, (relay.Tuple, relay.TupleGetItem, tvm.ir.Op)):
+            pass  # resolved on demand from their fields
         elif isinstance(expr, (relay.Let, relay.If, relay.expr.RefCreate, relay.Function)) and (
                 expr is not self.func):
             raise PartitionLabError(
                 f"cannot partition a graph with {type(expr).__name__} expressions: partition_lab "
                 "handles dataflow graphs (no control flow, closures or references)")
 
-    def _refs(self, expr: relay.Expr) -> list[tuple[TensorRef | tuple[str, str] | None, TensorType]]:
+    def _read_batch(self) -> _JsonValues:
+        """Types, attributes and spans of all calls, and types of the leaves, in one FFI call."""
+        self._attrs = [call.attrs for call in self.calls]
+        self._spans = [call.span for call in self.calls]
+        objects = ([call.checked_type for call in self.calls] + self._attrs + self._spans
+                   + [expr.checked_type for _, expr, _ in self.pending])
+        return _JsonValues(tvm.ir.save_json(tvm.runtime.convert(objects)))
+
+    def _type_leaves(self, batch: _JsonValues, outputs: list[tuple[TensorType, ...]]) -> None:
+        first = 3 * len(self.calls)
+        for k, (handle, expr, kind) in enumerate(self.pending):
+            spec = _single_type(batch.value(first + k))
+            if kind == "Var":
+                name = expr.name_hint
+                if name not in self.param_names:
+                    self.input_types[name] = spec
+                    self.input_users[name] = []
+                    self.input_vars[name] = expr
+                    self.refs_of[handle] = [(("input", name), spec)]
+                    continue
+            self.refs_of[handle] = [(None, spec)]
+
+    def _refs(self, expr: Any, outputs: list[tuple[TensorType, ...]]) -> list[ArgRef]:
         """The tensors an argument expression denotes, with their types.
 
         A reference is ``(node, output index)``, ``("input", name)``, or None for a weight.
-        Types of node outputs come from the cache filled in topological order, so each Relay
-        type is converted once (every TVM attribute read is a foreign-function call).
         """
-        if isinstance(expr, relay.Call):
-            node = self.node_of[expr]
-            return [((node, i), spec) for i, spec in enumerate(self.outputs[node])]
+        handle = object_key(expr)
+        node = self.node_of.get(handle)
+        if node is not None:
+            return [((node, i), spec) for i, spec in enumerate(outputs[node])]
+        if handle in self.refs_of:
+            return self.refs_of[handle]
         if isinstance(expr, relay.TupleGetItem):
-            return [self._refs(expr.tuple_value)[expr.index]]
-        if isinstance(expr, relay.Tuple):
-            return [ref for field in expr.fields for ref in self._refs(field)]
-        if isinstance(expr, relay.Var):
-            name = expr.name_hint
-            if name in self.input_types:
-                return [(("input", name), self.input_types[name])]
-            return [(None, tensor_type(expr.checked_type))]
-        if isinstance(expr, relay.Constant):
-            data = expr.data
-            return [(None, TensorType(tuple(int(d) for d in data.shape), str(data.dtype)))]
-        raise PartitionLabError(f"unsupported Relay expression {type(expr).__name__}")
+            refs = [self._refs(expr.tuple_value, outputs)[expr.index]]
+        elif isinstance(expr, relay.Tuple):
+            refs = [ref for field in array_items(expr.fields) for ref in self._refs(field, outputs)]
+        else:
+            raise PartitionLabError(f"unsupported Relay expression {type(expr).__name__}")
+        self.refs_of[handle] = refs
+        return refs
 
-    def _node_parts(self, node_id: int, call: relay.Call) -> dict[str, Any]:
+    def _node_parts(self, node_id: int, outputs: list[tuple[TensorType, ...]],
+                    attrs: dict[str, Any], source: str | None) -> dict[str, Any]:
+        op = self.op_names[object_key(self.ops[node_id])]
+        call_args = self.call_args[node_id]
         inputs: list[TensorType] = []
         weights: list[TensorType] = []
         args: list[TensorType] = []
-        for arg in call.args:
-            for ref, spec in self._refs(arg):
+        for arg in call_args:
+            for ref, spec in self._refs(arg, outputs):
                 args.append(spec)
                 if ref is None:
                     weights.append(spec)
@@ -139,15 +234,133 @@ class _Builder:
                         users.append(node_id)
                 else:
                     self.edges.append((ref[0], ref[1], node_id))
-        outputs = tuple(_flat_types(call.checked_type))
-        self.outputs.append(outputs)
-        attrs = attrs_to_dict(call.attrs)
-        op = call.op.name
         return dict(
-            op=op, source_name=source_name(call), inputs=tuple(inputs), outputs=outputs,
+            op=op, source_name=source, inputs=tuple(inputs), outputs=outputs[node_id],
             weights=tuple(weights), attrs=attrs, args=tuple(args),
-            flops=estimate_flops(op, tuple(args), outputs, attrs),
+            flops=estimate_flops(op, tuple(args), outputs[node_id], attrs),
         )
+
+
+class _JsonValues:
+    """Plain Python values of the objects in one ``tvm.ir.save_json`` document.
+
+    The document is TVM's object graph: a list of nodes, each with a ``type_key`` and either
+    ``attrs`` (field name -> string), ``data`` (element node indices) or ``repr_str``. In
+    ``attrs`` an object field holds a node index and a plain field (int, bool, double,
+    DataType, std::string) its value, so attribute nodes are decoded with their field types
+    from ``list_field_info`` (asked once per attribute type).
+    """
+
+    # Plain (non-object) field types as list_field_info names them, and how TVM's Python
+    # getter returns them (bool as 0/1, void DataType as "").
+    _PLAIN = {"int": int, "bool": int, "double": float, "float": float, "str": str,
+              "DataType": lambda text: "" if text == "void" else text}
+
+    def __init__(self, text: str) -> None:
+        document = json.loads(text)
+        self.nodes: list[dict[str, Any]] = document["nodes"]
+        self.root: list[int] = self.nodes[document["root"]]["data"]
+        self.memo: dict[int, Any] = {}
+        self.fields: dict[str, dict[str, Any]] = {}
+
+    def value(self, position: int) -> Any:
+        """The value of the root array's element ``position``."""
+        return self._decode(self.root[position])
+
+    def source_name(self, position: int) -> str | None:
+        span = self.nodes[self.root[position]]
+        if span.get("type_key") != "Span":
+            return None
+        name = self.nodes[int(span["attrs"]["source_name"])]
+        return name.get("repr_str") or None
+
+    def attrs_dicts(self, positions: range, objects: list[Any]) -> list[dict[str, Any]]:
+        """Attribute dicts (as :func:`attrs_to_dict` gives) for root elements ``positions``;
+        ``objects`` are the same attribute objects, asked for field types on first sight."""
+        result = []
+        for position, obj in zip(positions, objects, strict=True):
+            node = self.nodes[self.root[position]]
+            type_key = node.get("type_key", "")
+            if not type_key or "attrs" not in node:
+                result.append({} if obj is None or not hasattr(obj, "keys")
+                              else attrs_to_dict(obj))
+                continue
+            if type_key not in self.fields:
+                self.fields[type_key] = {f.name: str(f.type_info).split(",")[0]
+                                         for f in obj.list_field_info()}
+            kinds = self.fields[type_key]
+            result.append({name: self._field(node["attrs"][name], kind)
+                           for name, kind in kinds.items()})
+        return result
+
+    def _field(self, text: str, kind: str) -> Any:
+        plain = self._PLAIN.get(kind)
+        return plain(text) if plain is not None else self._decode(int(text))
+
+    def _decode(self, index: int) -> Any:
+        if index in self.memo:
+            return self.memo[index]
+        node = self.nodes[index]
+        key = node.get("type_key", "")
+        if not key:
+            value: Any = None
+        elif key == "Array":
+            value = tuple(self._decode(i) for i in node.get("data", ()))
+        elif key == "Map":
+            data = [self._decode(i) for i in node.get("data", ())]
+            if "keys" in node:
+                value = dict(zip(node["keys"], data, strict=True))
+            else:
+                value = {str(data[i]): data[i + 1] for i in range(0, len(data), 2)}
+        elif key == "runtime.String":
+            value = node.get("repr_str", "")
+        elif key == "IntImm":
+            number = int(node["attrs"]["value"])
+            value = bool(number) if node["attrs"]["dtype"] == "bool" else number
+        elif key == "FloatImm":
+            value = float(node["attrs"]["value"])
+        elif key == "relay.TensorType":
+            value = self._tensor_type(node)
+        elif key == "TupleType":
+            value = tuple(self._decode(i) for i in self.nodes[int(node["attrs"]["fields"])]["data"])
+        else:
+            value = _Unsupported(key)
+        self.memo[index] = value
+        return value
+
+    def _tensor_type(self, node: dict[str, Any]) -> TensorType:
+        dtype = node["attrs"]["dtype"]
+        shape = []
+        for i in self.nodes[int(node["attrs"]["shape"])].get("data", ()):
+            dim = self.nodes[i]
+            if dim.get("type_key") != "IntImm":
+                raise PartitionLabError(
+                    f"dynamic dimension ({dim.get('type_key')}) in a {dtype} tensor type: give "
+                    "static input shapes (input_shapes=...)")
+            shape.append(int(dim["attrs"]["value"]))
+        return TensorType(tuple(shape), dtype)
+
+
+@dataclass(frozen=True)
+class _Unsupported:
+    """A decoded object of a kind the reader has no plain form for (kept as its type key)."""
+
+    type_key: str
+
+    def __str__(self) -> str:
+        return self.type_key
+
+
+def _single_type(value: Any) -> TensorType:
+    if not isinstance(value, TensorType):
+        raise PartitionLabError(f"expected a tensor type, got {value}")
+    return value
+
+
+def _flat_types(value: Any) -> list[TensorType]:
+    if isinstance(value, tuple):
+        return [t for field in value for t in _flat_types(field)]
+    return [_single_type(value)]
 
 
 # ---------------------------------------------------------------------------- helpers
@@ -157,24 +370,6 @@ def source_name(call: relay.Call) -> str | None:
         return None
     name = span.source_name.name
     return str(name) if name else None
-
-
-def tensor_type(ty: Any) -> TensorType:
-    if not isinstance(ty, relay.TensorType):
-        raise PartitionLabError(f"expected a tensor type, got {ty}")
-    shape = []
-    for dim in ty.shape:
-        if not isinstance(dim, tvm.tir.IntImm):
-            raise PartitionLabError(
-                f"dynamic dimension {dim} in {ty}: give static input shapes (input_shapes=...)")
-        shape.append(int(dim))
-    return TensorType(tuple(shape), str(ty.dtype))
-
-
-def _flat_types(ty: Any) -> list[TensorType]:
-    if isinstance(ty, relay.TupleType):
-        return [t for field in ty.fields for t in _flat_types(field)]
-    return [tensor_type(ty)]
 
 
 def attrs_to_dict(attrs: Any) -> dict[str, Any]:

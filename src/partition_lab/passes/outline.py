@@ -15,6 +15,7 @@ import networkx as nx
 import tvm
 from tvm import relay
 
+from ..graph import TensorType
 from ..plan import PartitionPlan
 from ..relay_graph import RelayGraph
 
@@ -40,7 +41,6 @@ class _Outliner:
         self.rg = rg
         self.plan = plan
         self.graph = rg.graph
-        self.node_of = {call: i for i, call in enumerate(rg.calls)}
         self.compiler = compiler_name(plan.target)
 
     def run(self, outline_cpu: bool) -> tvm.IRModule:
@@ -66,13 +66,10 @@ class _Outliner:
         body = self._remap(self.rg.function.body, env, inputs)
         main = relay.Function(new_params, body, self.rg.function.ret_type,
                               self.rg.function.type_params, self.rg.function.attrs)
-        mod = tvm.IRModule()
-        for gvar, func in functions.items():
-            mod[gvar] = func
-        # Type the region functions first: InferType does not order globals by their calls.
-        mod = relay.transform.InferType()(mod)
-        mod["main"] = main
-        return relay.transform.InferType()(mod)
+        # One type inference for the whole module: every region function declares its parameter
+        # and return types, so main's calls to them type-check before their bodies are inferred.
+        functions[tvm.ir.GlobalVar("main")] = main
+        return relay.transform.InferType()(tvm.IRModule(functions))
 
     # ------------------------------------------------------------------ pieces
     def _outline_region(self, nodes, symbol, main_env: Env, main_inputs, functions,
@@ -90,16 +87,14 @@ class _Outliner:
                 for index in self.graph.nx.edges[pred, node]["indices"]:
                     if (pred, index) in local_env:
                         continue
-                    spec = self.graph[pred].outputs[index]
                     var = relay.Var(f"{symbol}_in{len(params)}",
-                                    relay.TensorType(spec.shape, spec.dtype))
+                                    _relay_type(self.graph[pred].outputs[index]))
                     local_env[(pred, index)] = var
                     params.append(var)
                     call_args.append(main_env[(pred, index)])
             for tensor in self.graph.graph_inputs.values():
                 if node in tensor.consumers and tensor.input_name not in local_inputs:
-                    var = relay.Var(f"{symbol}_in{len(params)}",
-                                    relay.TensorType(tensor.spec.shape, tensor.spec.dtype))
+                    var = relay.Var(f"{symbol}_in{len(params)}", _relay_type(tensor.spec))
                     local_inputs[tensor.input_name] = var
                     params.append(var)
                     call_args.append(main_inputs[tensor.input_name])
@@ -112,7 +107,9 @@ class _Outliner:
         ]
         results = [local_env[ref] for ref in outputs]
         body = results[0] if len(results) == 1 else relay.Tuple(results)
-        func = relay.Function(params, body)
+        types = [_relay_type(self.graph[node].outputs[index]) for node, index in outputs]
+        ret_type = types[0] if len(types) == 1 else relay.TupleType(types)
+        func = relay.Function(params, body, ret_type)
         if compiler is not None:
             func = func.with_attr("Primitive", tvm.tir.IntImm("int32", 1))
             func = func.with_attr("Inline", tvm.tir.IntImm("int32", 1))
@@ -125,9 +122,10 @@ class _Outliner:
         functions[gvar] = func
 
     def _rebuild_node(self, node: int, env: Env, inputs: dict[str, relay.Var]) -> None:
-        call = self.rg.calls[node]
-        args = [self._remap(arg, env, inputs) for arg in call.args]
-        new_call = relay.Call(call.op, args, call.attrs, call.type_args, call.span)
+        parts = self.rg.parts[node]
+        args = [self._remap(arg, env, inputs) for arg in parts.args]
+        # type_args stay empty: type inference fills them in for primitive ops.
+        new_call = relay.Call(parts.op, args, parts.attrs, None, parts.span)
         n_out = len(self.graph[node].outputs)
         if n_out == 1:
             env[(node, 0)] = new_call
@@ -137,7 +135,7 @@ class _Outliner:
 
     def _remap(self, expr: relay.Expr, env: Env, inputs: dict[str, relay.Var]) -> relay.Expr:
         if isinstance(expr, relay.Call):
-            node = self.node_of[expr]
+            node = self.rg.node_of(expr)
             n_out = len(self.graph[node].outputs)
             if n_out == 1:
                 return env[(node, 0)]
@@ -145,10 +143,14 @@ class _Outliner:
         if isinstance(expr, relay.TupleGetItem):
             value = expr.tuple_value
             if isinstance(value, relay.Call):
-                return env[(self.node_of[value], expr.index)]
+                return env[(self.rg.node_of(value), expr.index)]
             return relay.TupleGetItem(self._remap(value, env, inputs), expr.index)
         if isinstance(expr, relay.Tuple):
             return relay.Tuple([self._remap(f, env, inputs) for f in expr.fields])
         if isinstance(expr, relay.Var):
             return inputs.get(expr.name_hint, expr)
         return expr  # constants
+
+
+def _relay_type(spec: TensorType) -> relay.TensorType:
+    return relay.TensorType(spec.shape, spec.dtype)
