@@ -289,8 +289,10 @@ class _JsonValues:
                 self.fields[type_key] = {f.name: str(f.type_info).split(",")[0]
                                          for f in obj.list_field_info()}
             kinds = self.fields[type_key]
-            result.append({name: self._field(node["attrs"][name], kind)
-                           for name, kind in kinds.items()})
+            decoded = {name: self._field(node["attrs"][name], kind) for name, kind in kinds.items()}
+            if any(_has_unsupported(value) for value in decoded.values()):
+                decoded = attrs_to_dict(obj)  # an object kind not decoded here: read it via TVM
+            result.append(decoded)
         return result
 
     def _field(self, text: str, kind: str) -> Any:
@@ -314,6 +316,12 @@ class _JsonValues:
                 value = {str(data[i]): data[i + 1] for i in range(0, len(data), 2)}
         elif key == "runtime.String":
             value = node.get("repr_str", "")
+        elif key == "runtime.BoxInt":
+            value = int(node["repr_str"])
+        elif key == "runtime.BoxFloat":
+            value = float(node["repr_str"])
+        elif key == "runtime.BoxBool":
+            value = node["repr_str"] == "true"
         elif key == "IntImm":
             number = int(node["attrs"]["value"])
             value = bool(number) if node["attrs"]["dtype"] == "bool" else number
@@ -349,6 +357,16 @@ class _Unsupported:
 
     def __str__(self) -> str:
         return self.type_key
+
+
+def _has_unsupported(value: Any) -> bool:
+    if isinstance(value, _Unsupported):
+        return True
+    if isinstance(value, tuple):
+        return any(_has_unsupported(v) for v in value)
+    if isinstance(value, dict):
+        return any(_has_unsupported(v) for v in value.values())
+    return False
 
 
 def _single_type(value: Any) -> TensorType:
