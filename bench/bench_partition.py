@@ -8,7 +8,8 @@ For every zoo model (full size, MXNet frontend) and target, in the same process:
   support predicate.
 
 Both are timed as the best of ``--repeat`` runs; the table also says whether both found the same
-regions. Usage::
+regions, and how long one ``InferType`` of our partitioned module takes (outlining ends with one:
+the floor under our time, since the result must be a type-checked module as PartitionGraph's is). Usage::
 
     .venv/bin/python bench/bench_partition.py [--models a,b] [--targets neuron] [--repeat 3]
 """
@@ -33,8 +34,11 @@ from partition_lab.strategies import get_strategy  # noqa: E402
 RESULTS = Path(__file__).parent / "results"
 
 
-def ours(analysis) -> tuple[float, list[frozenset[int]]]:
-    """Seconds for verdict-to-module work on an analysed model, and the accelerator regions."""
+def ours(analysis) -> tuple[float, list[frozenset[int]], float]:
+    """Seconds for verdict-to-module work on an analysed model, the accelerator regions, and
+    the seconds of one type inference of the partitioned module."""
+    from tvm import relay
+
     from partition_lab.passes.annotate import support_verdicts
     from partition_lab.relay_graph import relay_graph
 
@@ -43,9 +47,13 @@ def ours(analysis) -> tuple[float, list[frozenset[int]]]:
     verdicts = support_verdicts(rg.graph, analysis.target)
     plan = get_strategy("greedy").run(rg.graph, verdicts, target=analysis.target.name)
     plan.validate()
-    outline(rg, plan)
+    partitioned = outline(rg, plan)
     seconds = time.perf_counter() - start
-    return seconds, sorted((frozenset(r.nodes) for r in plan.accelerator_regions), key=min)
+    start = time.perf_counter()
+    relay.transform.InferType()(partitioned)
+    infer_seconds = time.perf_counter() - start
+    return seconds, sorted((frozenset(r.nodes) for r in plan.accelerator_regions), key=min), \
+        infer_seconds
 
 
 def bench_model(name: str, target: str, repeat: int) -> dict:
@@ -53,17 +61,19 @@ def bench_model(name: str, target: str, repeat: int) -> dict:
     analysis = analyze(mod, target, params=params, name=name)
     graph = analysis.graph
     supported = [v.supported for v in analysis.verdicts]
-    our_times, ref_times = [], []
+    our_times, ref_times, infer_times = [], [], []
     for _ in range(repeat):
-        seconds, our_regions = ours(analysis)
+        seconds, our_regions, infer_seconds = ours(analysis)
         our_times.append(seconds)
+        infer_times.append(infer_seconds)
         ref = tvm_chain_regions(analysis.relay, supported)
         ref_times.append(ref.seconds)
     # greedy drops anchorless regions on anchored targets; TVM's chain has no such notion.
     same = our_regions == ref.regions if not any(v.anchor for v in analysis.verdicts) else None
     return {
         "model": name, "target": target, "ops": len(graph),
-        "ours_s": min(our_times), "tvm_chain_s": min(ref_times),
+        "ours_s": min(our_times), "ours_infer_type_s": min(infer_times),
+        "tvm_chain_s": min(ref_times),
         "speedup": min(ref_times) / min(our_times),
         "regions_ours": len(our_regions), "regions_tvm": len(ref.regions), "same_regions": same,
     }
@@ -77,14 +87,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=str(RESULTS / "partition_vs_tvm.json"))
     args = parser.parse_args(argv)
     rows = []
-    print(f"{'model':28} {'target':12} {'ops':>5} {'ours s':>8} {'TVM s':>8} {'speedup':>8} "
-          f"{'regions':>9} same")
+    print(f"{'model':28} {'target':12} {'ops':>5} {'ours s':>8} {'(infer)':>8} {'TVM s':>8} "
+          f"{'speedup':>8} {'regions':>9} same")
     for target in args.targets.split(","):
         for name in args.models.split(","):
             row = bench_model(name, target, args.repeat)
             rows.append(row)
             print(f"{row['model']:28} {row['target']:12} {row['ops']:5d} {row['ours_s']:8.3f} "
-                  f"{row['tvm_chain_s']:8.3f} {row['speedup']:7.1f}x "
+                  f"{row['ours_infer_type_s']:8.3f} {row['tvm_chain_s']:8.3f} {row['speedup']:7.1f}x "
                   f"{row['regions_ours']:4d}/{row['regions_tvm']:<4d} {row['same_regions']}",
                   flush=True)
     out = Path(args.out)
