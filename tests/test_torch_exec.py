@@ -292,6 +292,23 @@ def test_compute_dtype_policy(graph_dtype: str, device: str, mode: str, expected
 
 
 @needs_torch
+@pytest.mark.parametrize("mode, exact", [("graph", False), ("float32", True)])
+def test_copies_round_to_the_graph_dtype_except_in_the_float32_reference(mode: str,
+                                                                        exact: bool) -> None:
+    """A float16 graph tensor crosses as float16 (its real bytes), but the float32 reference run
+    must not round at copies: that rounding once showed up as 1e-2 errors in float32 mode."""
+    import torch
+
+    from partition_lab.torch_exec import compute_dtype, transfer, wire_dtype
+
+    value = torch.tensor([1.0001, 3.14159265, 1e-6], dtype=torch.float32)
+    moved = transfer(value, "cpu", wire_dtype("float16", mode), compute_dtype("float16", "cpu", mode))
+    assert moved.dtype == torch.float32
+    assert torch.equal(moved, value) == exact
+    assert wire_dtype("int64", mode) == "int64"
+
+
+@needs_torch
 def test_unsupported_op_and_missing_input_are_reported() -> None:
     from partition_lab.errors import PartitionLabError
     from partition_lab.graph_io import ArgRef

@@ -59,7 +59,8 @@ def summarise(bench: Any) -> dict[str, Any]:
             "breakdown": breakdown}
 
 
-def run_model(path: Path, device: str, deadline: float, write: Any) -> dict[str, Any]:
+def run_model(path: Path, device: str, deadline: float, write: Any,
+              numerics_only: bool = False) -> dict[str, Any]:
     bundle = read_bundle(path)
     graph, bindings = bundle.graph, bundle.bindings
     row: dict[str, Any] = {"model": bundle.meta.get("model", path.name), "ops": len(graph),
@@ -72,9 +73,10 @@ def run_model(path: Path, device: str, deadline: float, write: Any) -> dict[str,
     reference = PlanExecutor(graph, None, bindings, weights, device=device)
     ref16 = reference.run(inputs)
     row["reference"] = {"setup_s": time.perf_counter() - start,
-                        "graph_precision_vs_float32": relative_error(ref16, ref32),
-                        "unpartitioned_gpu": summarise(reference.benchmark(
-                            inputs, warmup=2, repeats=20, max_seconds=3.0))}
+                        "graph_precision_vs_float32": relative_error(ref16, ref32)}
+    if not numerics_only:
+        row["reference"]["unpartitioned_gpu"] = summarise(reference.benchmark(
+            inputs, warmup=2, repeats=20, max_seconds=3.0))
     del reference
     seen: dict[tuple, str] = {}
     for strategy, plan in bundle.plans.items():
@@ -91,22 +93,36 @@ def run_model(path: Path, device: str, deadline: float, write: Any) -> dict[str,
         del exact
         executor = PlanExecutor(graph, plan, bindings, weights, device=device)
         outputs = executor.run(inputs)
-        bench = executor.benchmark(inputs, warmup=2, repeats=20, max_seconds=4.0)
         row["plans"][strategy] = {
             "accel_regions": len(plan.accelerator_regions), "cpu_regions": len(plan.cpu_regions),
             "ops_on_accel": len(plan.accelerator_nodes),
             "error_vs_unpartitioned": relative_error(outputs, ref16),
             "error_vs_float32": relative_error(outputs, ref32),
             "float32_mode_error_vs_float32": error_fp32_mode,
-            **summarise(bench),
         }
-        print(f"  {row['model']} {strategy}: {bench.median_s * 1e3:.3f} ms "
-              f"(err {row['plans'][strategy]['error_vs_unpartitioned']:.2e})", flush=True)
+        if not numerics_only:
+            bench = executor.benchmark(inputs, warmup=2, repeats=20, max_seconds=4.0)
+            row["plans"][strategy].update(summarise(bench))
+        print(f"  {row['model']} {strategy}: err {error_fp32_mode:.2e} in float32, "
+              f"{row['plans'][strategy]['error_vs_unpartitioned']:.2e} in fp16", flush=True)
         del executor
         if device.startswith("cuda"):
             torch.cuda.empty_cache()
         write()
     return row
+
+
+def _float32_math_settings() -> dict[str, Any]:
+    """What PyTorch says it will do with float32 matmuls and convolutions (TF32 or IEEE)."""
+    settings: dict[str, Any] = {
+        "cudnn.allow_tf32": torch.backends.cudnn.allow_tf32,
+        "cuda.matmul.allow_tf32": torch.backends.cuda.matmul.allow_tf32,
+        "float32_matmul_precision": torch.get_float32_matmul_precision(),
+    }
+    if hasattr(torch.backends.cuda.matmul, "fp32_precision"):
+        settings["cuda.matmul.fp32_precision"] = torch.backends.cuda.matmul.fp32_precision
+        settings["cudnn.conv.fp32_precision"] = torch.backends.cudnn.conv.fp32_precision
+    return settings
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -116,6 +132,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models", nargs="*")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--budget", type=float, default=300.0, help="seconds in all")
+    parser.add_argument("--numerics-only", action="store_true",
+                        help="check outputs only, no timing (the float32 check with TF32 off)")
     args = parser.parse_args(argv)
     # The float32 references must be float32: no TF32 in cuDNN convolutions or cuBLAS matmuls
     # (PyTorch >= 2.9 has fp32_precision settings; the allow_tf32 flags are being retired).
@@ -131,6 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     result: dict[str, Any] = {"device": args.device, "torch": torch.__version__,
                               "gpu": torch.cuda.get_device_name() if args.device != "cpu" else None,
                               "cpu_threads": torch.get_num_threads(),
+                              "float32_math": _float32_math_settings(),
                               "command": " ".join(sys.argv), "models": []}
 
     def write() -> None:
@@ -146,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name} ({time.perf_counter() - start:.0f} s)", flush=True)
         try:
             row = run_model(args.bundles / f"{name}.json.gz", args.device,
-                            start + args.budget, write)
+                            start + args.budget, write, args.numerics_only)
         except Exception as err:  # noqa: BLE001 - keep the other models' evidence
             row = {"model": name, "error": f"{type(err).__name__}: {err}"}
             print(f"  {name} failed: {row['error']}", flush=True)

@@ -175,18 +175,22 @@ def markdown(report: dict[str, Any]) -> str:
               "itself has against the same graph in fp32 (at least 1e-3): partitioning may not "
               "add more error than fp16 rounding already does. Weights are seeded random, batch "
               "norms calibrated on the input.", "",
-              "The last column runs every plan again with every tensor in float32 (TF32 meant off, see the notes; "
-              "CPU islands and copies as before) against the unpartitioned float32 run: what "
-              "is left is float32 rounding (CPU vs GPU kernels), amplified by the depth of "
-              "random-weight networks.", "",
+              "The float32 columns run every plan again with every tensor in float32 against "
+              "the unpartitioned float32 run on the GPU. In the evidence run the copies between "
+              "devices still rounded float16 tensors to float16 (the executor's wire dtype), "
+              "which is most of what that column shows; the re-run (`--numerics` file) copies "
+              "them as float32 with TF32 off, so what is left is float32 rounding (CPU vs GPU "
+              "kernels), amplified by the depth of random-weight networks.", "",
               "| model | fp16 vs fp32 (unpartitioned) | worst plan vs unpartitioned | ok | "
-              "worst plan in float32 vs float32 |",
-              "|---|---|---|---|---|"]
+              "worst plan in float32, evidence run | worst plan in float32, re-run |",
+              "|---|---|---|---|---|---|"]
     for name, check in report["numerics"].items():
+        rerun = check.get("float32_rerun_worst")
         lines.append(f"| {name} | {check['unpartitioned_fp16_vs_fp32']:.2e} | "
                      f"{check['worst_plan_vs_unpartitioned']:.2e} | "
                      f"{'yes' if check['ok'] else 'NO'} | "
-                     f"{check['worst_plan_in_float32_vs_float32']:.2e} |")
+                     f"{check['worst_plan_in_float32_vs_float32']:.2e} | "
+                     f"{'not run' if rerun is None else f'{rerun:.2e}'} |")
     lines += ["", "## Where the time goes (distinct plans)", "",
               "| model | strategy | pred CPU / GPU / copy / launch ms | measured CPU / GPU / copy ms "
               "(synchronised breakdown run) |", "|---|---|---|---|"]
@@ -204,9 +208,24 @@ def markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def float32_rerun(path: Path | None) -> tuple[dict[str, float], dict[str, Any]]:
+    """Per model, the worst float32-mode error of a numerics-only evidence run
+    (``evidence.py --numerics-only``), and that run's setup."""
+    if path is None:
+        return {}, {}
+    run = json.loads(path.read_text())
+    worst = {entry["model"]: max(p["float32_mode_error_vs_float32"]
+                                 for p in entry["plans"].values()
+                                 if "float32_mode_error_vs_float32" in p)
+             for entry in run["models"] if entry.get("plans")}
+    return worst, {"float32 re-run": run.get("command"), "its float32 math": run.get("float32_math")}
+
+
 def build_report(bundle_dir: Path, evidence_path: Path, profile: Path,
-                 commands: list[str], notes: list[str]) -> dict[str, Any]:
+                 commands: list[str], notes: list[str],
+                 numerics_path: Path | None = None) -> dict[str, Any]:
     evidence = json.loads(evidence_path.read_text())
+    rerun, rerun_setup = float32_rerun(numerics_path)
     model = MeasuredGpuCostModel(profile)
     rows, best, checks = [], {}, {}
     for entry in evidence["models"]:
@@ -219,7 +238,8 @@ def build_report(bundle_dir: Path, evidence_path: Path, profile: Path,
         rows += model_part
         best[entry["model"]] = best_check([r for r in model_part if r["kind"] == "strategy"]) | {
             "unpartitioned_gpu_s": entry["reference"]["unpartitioned_gpu"]["median_s"]}
-        checks[entry["model"]] = numerics(entry)
+        checks[entry["model"]] = numerics(entry) | (
+            {"float32_rerun_worst": rerun[entry["model"]]} if entry["model"] in rerun else {})
     strategies = [r for r in rows if r["kind"] == "strategy"]
     distinct = [r for r in strategies if not r["same_plan_as"]]
     every_plan = [r for r in rows if not r["same_plan_as"]]
@@ -248,7 +268,7 @@ def build_report(bundle_dir: Path, evidence_path: Path, profile: Path,
                   "host CPU": f"{meta.get('host_cpu')}, {evidence.get('cpu_threads')} torch threads",
                   "profile measured": ", ".join(p.get("date") or "?" for p in meta.get(
                       "parts", [meta])),
-                  "evidence run": evidence.get("command")},
+                  "evidence run": evidence.get("command"), **rerun_setup},
         "commands": commands, "notes": notes,
     }
 
@@ -262,12 +282,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="path stem for .md and .json")
     parser.add_argument("--command", action="append", default=[], help="a command to list")
     parser.add_argument("--note", action="append", default=[])
+    parser.add_argument("--numerics", type=Path,
+                        help="a numerics-only evidence run (float32 with float32 copies)")
     args = parser.parse_args(argv)
     if args.merge:
         merge_profiles(args.merge, args.profile)
     if not args.evidence:
         return 0
-    report = build_report(args.bundles, args.evidence, args.profile, args.command, args.note)
+    report = build_report(args.bundles, args.evidence, args.profile, args.command, args.note,
+                          args.numerics)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.with_suffix(".json").write_text(json.dumps(report, indent=1, default=_finite))
     args.out.with_suffix(".md").write_text(markdown(report))

@@ -15,7 +15,7 @@ path against TVM's own llvm build of the same module.
 Precision: tensors are computed in their graph dtype on the GPU. On the CPU, float16 graph tensors
 are computed in float32 (PyTorch's CPU float16 kernels are slow or missing); they cross to the GPU
 as float16, so the copied bytes are the graph's. ``dtype="float32"`` computes every float16
-tensor in float32 on both sides (a reference run).
+tensor in float32 on both sides and copies it as float32 (a reference run: nothing rounds).
 
 >>> import numpy as np                                                     # doctest: +SKIP
 >>> outputs, timings = run_plan(graph, plan, inputs, weights, bindings=bindings,
@@ -58,6 +58,15 @@ class UnsupportedKernelError(PartitionLabError):
 
 
 # ---------------------------------------------------------------------------- dtype policy
+def wire_dtype(graph_dtype: str, mode: str = "graph") -> str:
+    """The dtype a tensor of ``graph_dtype`` crosses between devices in.
+
+    The graph's own dtype (float16 tensors cost float16 bytes), except in ``"float32"`` mode,
+    the reference run, where half tensors cross as float32 so that no copy rounds them.
+    """
+    return "float32" if mode == "float32" and graph_dtype in _HALF else graph_dtype
+
+
 def compute_dtype(graph_dtype: str, device: str, mode: str = "graph") -> torch.dtype:
     """The torch dtype a tensor of ``graph_dtype`` is computed in on ``device``.
 
@@ -848,7 +857,8 @@ class PlanExecutor:
 
     def _copy(self, step: _Step, values: dict[str, dict[str, Any]]) -> None:
         source = values[step.tensor][step.src]
-        values[step.tensor][step.device] = transfer(source, step.device, step.wire_dtype,
+        values[step.tensor][step.device] = transfer(source, step.device,
+                                                    wire_dtype(step.wire_dtype, self.dtype),
                                                     compute_dtype(step.wire_dtype, step.device,
                                                                   self.dtype))
 
