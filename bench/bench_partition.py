@@ -7,11 +7,14 @@ For every zoo model (full size, MXNet frontend) and target, in the same process:
 * TVM: ``AnnotateTarget -> MergeCompilerRegions -> PartitionGraph`` with the same per-node
   support predicate.
 
-Both are timed as the best of ``--repeat`` runs; the table also says whether both found the same
+``--predicate random-70%`` replaces the target's verdicts with a seeded random 70% of ops
+supported (as ``tests/test_partition.py`` does): many regions, where TVM's region merging is
+slowest. Both are timed as the best of ``--repeat`` runs; the table also says whether both found the same
 regions, and how long one ``InferType`` of our partitioned module takes (outlining ends with one:
 the floor under our time, since the result must be a type-checked module as PartitionGraph's is). Usage::
 
     .venv/bin/python bench/bench_partition.py [--models a,b] [--targets neuron] [--repeat 3]
+        [--predicate target|random-70%]
 """
 
 from __future__ import annotations
@@ -25,18 +28,22 @@ from pathlib import Path
 
 os.environ.setdefault("TOPHUB_LOCATION", "NONE")
 
+import numpy as np  # noqa: E402
+
 from partition_lab import zoo  # noqa: E402
 from partition_lab.api import analyze  # noqa: E402
 from partition_lab.passes.outline import outline  # noqa: E402
 from partition_lab.passes.tvm_reference import tvm_chain_regions  # noqa: E402
+from partition_lab.plan import Verdict  # noqa: E402
 from partition_lab.strategies import get_strategy  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
 
 
-def ours(analysis) -> tuple[float, list[frozenset[int]], float]:
+def ours(analysis, verdicts=None) -> tuple[float, list[frozenset[int]], float]:
     """Seconds for verdict-to-module work on an analysed model, the accelerator regions, and
-    the seconds of one type inference of the partitioned module."""
+    the seconds of one type inference of the partitioned module. ``verdicts`` replace the
+    target's (which are computed, and timed, otherwise)."""
     from tvm import relay
 
     from partition_lab.passes.annotate import support_verdicts
@@ -44,7 +51,8 @@ def ours(analysis) -> tuple[float, list[frozenset[int]], float]:
 
     start = time.perf_counter()
     rg = relay_graph(analysis.prepared_mod)
-    verdicts = support_verdicts(rg.graph, analysis.target)
+    if verdicts is None:
+        verdicts = support_verdicts(rg.graph, analysis.target)
     plan = get_strategy("greedy").run(rg.graph, verdicts, target=analysis.target.name)
     plan.validate()
     partitioned = outline(rg, plan)
@@ -56,26 +64,32 @@ def ours(analysis) -> tuple[float, list[frozenset[int]], float]:
         infer_seconds
 
 
-def bench_model(name: str, target: str, repeat: int) -> dict:
+def bench_model(name: str, target: str, repeat: int, predicate: str = "target") -> dict:
     mod, params = zoo.load(name, frontend="mxnet")
     analysis = analyze(mod, target, params=params, name=name)
     graph = analysis.graph
-    supported = [v.supported for v in analysis.verdicts]
+    verdicts = None
+    if predicate == "random-70%":
+        rng = np.random.default_rng(len(graph))
+        verdicts = [Verdict(bool(ok), "random 70%") for ok in rng.random(len(graph)) < 0.7]
+    supported = [v.supported for v in verdicts or analysis.verdicts]
     our_times, ref_times, infer_times = [], [], []
     for _ in range(repeat):
-        seconds, our_regions, infer_seconds = ours(analysis)
+        seconds, our_regions, infer_seconds = ours(analysis, verdicts)
         our_times.append(seconds)
         infer_times.append(infer_seconds)
         ref = tvm_chain_regions(analysis.relay, supported)
         ref_times.append(ref.seconds)
     # greedy drops anchorless regions on anchored targets; TVM's chain has no such notion.
-    same = our_regions == ref.regions if not any(v.anchor for v in analysis.verdicts) else None
+    anchored = any(v.anchor for v in verdicts or analysis.verdicts)
+    same = our_regions == ref.regions if not anchored else None
     return {
-        "model": name, "target": target, "ops": len(graph),
+        "model": name, "target": target, "predicate": predicate, "ops": len(graph),
         "ours_s": min(our_times), "ours_infer_type_s": min(infer_times),
         "tvm_chain_s": min(ref_times),
         "speedup": min(ref_times) / min(our_times),
         "regions_ours": len(our_regions), "regions_tvm": len(ref.regions), "same_regions": same,
+        "tvm_empty_functions": ref.empty_functions,
     }
 
 
@@ -84,20 +98,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models", default=",".join(zoo.names()))
     parser.add_argument("--targets", default="neuron@2020")
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--out", default=str(RESULTS / "partition_vs_tvm.json"))
+    parser.add_argument("--predicate", choices=("target", "random-70%"), default="target")
+    parser.add_argument("--out", help="default: bench/results/partition_vs_tvm[_random70].json")
     args = parser.parse_args(argv)
     rows = []
     print(f"{'model':28} {'target':12} {'ops':>5} {'ours s':>8} {'(infer)':>8} {'TVM s':>8} "
           f"{'speedup':>8} {'regions':>9} same")
     for target in args.targets.split(","):
         for name in args.models.split(","):
-            row = bench_model(name, target, args.repeat)
+            row = bench_model(name, target, args.repeat, args.predicate)
             rows.append(row)
             print(f"{row['model']:28} {row['target']:12} {row['ops']:5d} {row['ours_s']:8.3f} "
                   f"{row['ours_infer_type_s']:8.3f} {row['tvm_chain_s']:8.3f} {row['speedup']:7.1f}x "
                   f"{row['regions_ours']:4d}/{row['regions_tvm']:<4d} {row['same_regions']}",
                   flush=True)
-    out = Path(args.out)
+    suffix = "_random70" if args.predicate == "random-70%" else ""
+    out = Path(args.out or RESULTS / f"partition_vs_tvm{suffix}.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"command": " ".join(sys.argv), "rows": rows}, indent=1))
     return 0
