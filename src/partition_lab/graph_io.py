@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import gzip
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -78,17 +78,18 @@ def bindings_from_relay(relay_graph: Any) -> Bindings:
     from tvm import relay
 
     graph: OpGraph = relay_graph.graph
-    node_of = {call: i for i, call in enumerate(relay_graph.calls)}
+    node_of = relay_graph.node_of
     key_of = {(t.producer, t.index): t.key for t in graph.tensors if t.producer is not None}
     bindings = []
-    for node_id, call in enumerate(relay_graph.calls):
+    for node_id, parts in enumerate(relay_graph.parts):
         refs: list[ArgRef] = []
-        for leaf in _leaves(call.args):
+        for leaf in _leaves(parts.args):
             if isinstance(leaf, relay.TupleGetItem):
                 refs.append(_tuple_item_ref(leaf, node_of, key_of, graph))
             elif isinstance(leaf, relay.Call):
-                refs.extend(ArgRef("tensor", key=key_of[(node_of[leaf], index)])
-                            for index in range(len(graph[node_of[leaf]].outputs)))
+                producer = node_of(leaf)
+                refs.extend(ArgRef("tensor", key=key_of[(producer, index)])
+                            for index in range(len(graph[producer].outputs)))
             elif isinstance(leaf, relay.Var) and leaf.name_hint in graph.graph_inputs:
                 refs.append(ArgRef("tensor", key=f"input:{leaf.name_hint}"))
             else:  # a constant or a parameter variable: the node's next weight
@@ -111,17 +112,17 @@ def _leaves(args: Any) -> list[Any]:
     return leaves
 
 
-def _tuple_item_ref(expr: Any, node_of: Mapping[Any, int], key_of: Mapping[tuple[int, int], str],
-                    graph: OpGraph) -> ArgRef:
+def _tuple_item_ref(expr: Any, node_of: Callable[[Any], int | None],
+                    key_of: Mapping[tuple[int, int], str], graph: OpGraph) -> ArgRef:
     from tvm import relay
 
     inner = expr.tuple_value
     if isinstance(inner, relay.Call):
-        return ArgRef("tensor", key=key_of[(node_of[inner], expr.index)])
+        return ArgRef("tensor", key=key_of[(node_of(inner), expr.index)])
     if isinstance(inner, relay.Tuple):
         field_expr = inner.fields[expr.index]
         if isinstance(field_expr, relay.Call):
-            return ArgRef("tensor", key=key_of[(node_of[field_expr], 0)])
+            return ArgRef("tensor", key=key_of[(node_of(field_expr), 0)])
     raise PartitionLabError(f"cannot bind {type(inner).__name__}[{expr.index}] in {graph.name}")
 
 

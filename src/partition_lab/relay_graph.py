@@ -112,7 +112,10 @@ class _Builder:
         self.name = name
         self.calls: list[relay.Call] = []
         self.ops: list[tvm.ir.Op] = []
+        self.op_names: list[str] = []
         self.call_args: list[tuple[Any, ...]] = []
+        self.call_attrs: list[Any] = []
+        self.call_spans: list[Any] = []
         self.node_of: dict[int, int] = {}  # call handle -> node id
         self.refs_of: dict[int, list[ArgRef]] = {}  # handle of a Tuple/TupleGetItem/Var/Constant
         self.pending: list[tuple[int, Any, str]] = []  # (handle, expr, kind) typed after the batch
@@ -120,7 +123,7 @@ class _Builder:
         self.input_users: dict[str, list[int]] = {}
         self.input_types: dict[str, TensorType] = {}
         self.edges: list[tuple[int, int, int]] = []
-        self.op_names: dict[int, str] = {}
+        self.name_of_op: dict[int, str] = {}  # object_key(op) -> name, one read per op kind
 
     def build(self) -> RelayGraph:
         exprs: list[Any] = list(self.func.params)  # first: graph inputs keep the params' order
@@ -131,7 +134,7 @@ class _Builder:
         n = len(self.calls)
         outputs = [tuple(_flat_types(batch.value(i))) for i in range(n)]
         self._type_leaves(batch, outputs)
-        attrs = batch.attrs_dicts(range(n, 2 * n), [call_attrs for call_attrs in self._attrs])
+        attrs = batch.attrs_dicts(range(n, 2 * n), self.call_attrs)
         sources = [batch.source_name(2 * n + i) for i in range(n)]
         proto = [self._node_parts(i, outputs, attrs[i], sources[i]) for i in range(n)]
         names = _unique_names([(p["op"], p["source_name"]) for p in proto])
@@ -140,8 +143,8 @@ class _Builder:
                          if ref is not None and ref[0] != "input"]
         graph_inputs = {n: (self.input_types[n], self.input_users[n]) for n in self.input_types}
         graph = OpGraph(nodes, self.edges, graph_inputs, graph_outputs, self.name)
-        parts = [CallParts(*p) for p in zip(self.ops, self.call_args, self._attrs, self._spans,
-                                             strict=True)]
+        parts = [CallParts(*p) for p in zip(self.ops, self.call_args, self.call_attrs,
+                                             self.call_spans, strict=True)]
         return RelayGraph(graph, self.func, self.calls, self.input_vars, parts, self.node_of)
 
     # ------------------------------------------------------------------ structure
@@ -153,12 +156,15 @@ class _Builder:
                     f"cannot partition a call to {op}: only calls of primitive Relay ops are "
                     "supported (was the module already partitioned or fused?)")
             op_key = object_key(op)
-            if op_key not in self.op_names:
-                self.op_names[op_key] = op.name
+            if op_key not in self.name_of_op:
+                self.name_of_op[op_key] = op.name
             self.node_of[object_key(expr)] = len(self.calls)
             self.calls.append(expr)
             self.ops.append(op)
+            self.op_names.append(self.name_of_op[op_key])
             self.call_args.append(array_items(expr.args))
+            self.call_attrs.append(expr.attrs)
+            self.call_spans.append(expr.span)
         elif isinstance(expr, (relay.Var, relay.Constant)):
             handle = object_key(expr)
             if handle not in self.refs_of:
@@ -174,9 +180,7 @@ class _Builder:
 
     def _read_batch(self) -> _JsonValues:
         """Types, attributes and spans of all calls, and types of the leaves, in one FFI call."""
-        self._attrs = [call.attrs for call in self.calls]
-        self._spans = [call.span for call in self.calls]
-        objects = ([call.checked_type for call in self.calls] + self._attrs + self._spans
+        objects = ([call.checked_type for call in self.calls] + self.call_attrs + self.call_spans
                    + [expr.checked_type for _, expr, _ in self.pending])
         return _JsonValues(tvm.ir.save_json(tvm.runtime.convert(objects)))
 
@@ -216,7 +220,7 @@ class _Builder:
 
     def _node_parts(self, node_id: int, outputs: list[tuple[TensorType, ...]],
                     attrs: dict[str, Any], source: str | None) -> dict[str, Any]:
-        op = self.op_names[object_key(self.ops[node_id])]
+        op = self.op_names[node_id]
         call_args = self.call_args[node_id]
         inputs: list[TensorType] = []
         weights: list[TensorType] = []

@@ -17,7 +17,7 @@ from tvm import relay
 
 from ..graph import TensorType
 from ..plan import PartitionPlan
-from ..relay_graph import RelayGraph
+from ..relay_graph import RelayGraph, array_items
 
 Env = dict[tuple[int, int], relay.Expr]
 
@@ -146,7 +146,7 @@ class _Outliner:
                 return env[(self.rg.node_of(value), expr.index)]
             return relay.TupleGetItem(self._remap(value, env, inputs), expr.index)
         if isinstance(expr, relay.Tuple):
-            return relay.Tuple([self._remap(f, env, inputs) for f in expr.fields])
+            return relay.Tuple([self._remap(f, env, inputs) for f in array_items(expr.fields)])
         if isinstance(expr, relay.Var):
             return inputs.get(expr.name_hint, expr)
         return expr  # constants
