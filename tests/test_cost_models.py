@@ -25,14 +25,16 @@ from partition_lab.cost_models import (
 from partition_lab.errors import ProfileError
 from partition_lab.graph import OpGraph, OpNode, TensorType
 from partition_lab.plan import PartitionPlan
+from partition_lab.targets import TargetSpec
 
 SHIPPED = ["h200", "inferentia1", "local_cpu", "t4", "v100", "xeon_gold_6130"]
 
 
-def all_on_accel(graph: OpGraph, model) -> float:
+def all_on_accel(graph: OpGraph, profile: str) -> float:
+    """Every op on one accelerator priced with ``profile``; the host as prepared (no casts)."""
     verdicts = synthetic.verdicts_by_op(graph)
     plan = PartitionPlan.from_assignment(graph, "acc", "test", range(len(graph)), verdicts)
-    return evaluate(plan, model).total
+    return evaluate(plan, get_cost_model(plan.platform, accel_profile=profile)).total
 
 
 # ---------------------------------------------------------------------------- profiles
@@ -115,14 +117,14 @@ def test_inferentia_matmul_benchmark_is_within_25_percent_of_the_report() -> Non
     # The profile's matrix efficiency was set from this figure; the test guards that the model
     # (overheads and host copies included) still lands near it.
     graph = synthetic.matmul_chain(100, 1024, "float16")
-    predicted = all_on_accel(graph, get_cost_model("neuron"))
+    predicted = all_on_accel(graph, "inferentia1")
     assert abs(predicted - 17.1e-3) / 17.1e-3 < 0.25, predicted
 
 
 @pytest.mark.parametrize(("profile", "report_s"), [("t4", 5.98e-3), ("v100", 3.75e-3)])
 def test_gpu_matmul_benchmarks_are_within_25_percent(profile: str, report_s: float) -> None:
     graph = synthetic.matmul_chain(100, 1024, "float16")
-    predicted = all_on_accel(graph, get_cost_model("tensorcore", accel_profile=profile))
+    predicted = all_on_accel(graph, profile)
     assert abs(predicted - report_s) / report_s < 0.25, predicted
 
 
@@ -132,7 +134,7 @@ def test_inferentia_resnet152_against_a_figure_not_used_to_set_the_profile() -> 
     # charges every BatchNorm/ReLU/add a DRAM round trip that neuron-cc fuses away.
     graph = synthetic.resnet_v1((3, 8, 36, 3))
     assert 22e9 < sum(n.flops for n in graph) < 24e9  # 11.5 GMAC, as published
-    predicted = all_on_accel(graph, get_cost_model("neuron"))
+    predicted = all_on_accel(graph, "inferentia1")
     assert 9.30e-3 / 2 < predicted < 9.30e-3 * 2, predicted
 
 
@@ -189,25 +191,44 @@ def test_the_model_is_deterministic() -> None:
 
 
 # ---------------------------------------------------------------------------- get_cost_model
-class FakeSpec:
-    def __init__(self, name: str, default_profile: str | None) -> None:
-        self.name, self.default_profile = name, default_profile
+def _spec(name: str, default_profile: str | None) -> TargetSpec:
+    return TargetSpec(name, supports_all=True, default_profile=default_profile)
 
 
 def test_default_pairings() -> None:
-    assert get_cost_model("tensorcore").name.startswith("roofline(t4 + xeon_gold_6130")
-    assert get_cost_model(None).name.startswith("roofline(t4")
-    assert get_cost_model("neuron@2020").name.startswith("roofline(inferentia1 + xeon_gold_6130")
-    assert get_cost_model(FakeSpec("mine", "v100")).name.startswith("roofline(v100")
-    assert get_cost_model("tensorcore", accel_profile="h200").name.startswith("roofline(h200")
+    tensorcore = "roofline(tensorcore=t4 + cuda=t4 + cpu=xeon_gold_6130"
+    assert get_cost_model("tensorcore").name.startswith(tensorcore)
+    assert get_cost_model(None).name.startswith(tensorcore)
+    assert get_cost_model("neuron@2020").name.startswith(
+        "roofline(neuron@2020=inferentia1 + cpu=xeon_gold_6130")
+    assert get_cost_model(_spec("mine", "v100")).name.startswith("roofline(mine=v100")
+    assert get_cost_model("tensorcore", accel_profile="h200").name.startswith(
+        "roofline(tensorcore=h200 + cuda=h200")
     cpu_only = get_cost_model("cpu")
-    assert cpu_only.transfer_time(1e9, "cpu", "accel") == 0.0
+    assert cpu_only.transfer_time(1e9, "cpu", "cpu") == 0.0
+
+
+def test_tensorcore_prices_cuda_cores_without_tensor_cores_and_host_islands_in_fp32() -> None:
+    model = get_cost_model("tensorcore")
+    matmul = synthetic.matmul_chain(1, 1024, "float16")[0]
+    # CUDA cores run the matmul on the vector units: slower than the Tensor Cores.
+    assert model.op_time(matmul, "cuda") > 2 * model.op_time(matmul, "tensorcore")
+    # Same GPU memory and precision: no copy; to the host: a PCIe copy plus a cast to float32.
+    assert model.transfer_time(2e6, "tensorcore", "cuda") == 0.0
+    link = model.link.transfer_time(2e6)
+    assert model.transfer_time(2e6, "cuda", "cpu") > link
+    # The host computes float16 tensors in float32: twice the bytes of an fp16 device.
+    relu = OpNode(0, "nn.relu", "r", None, (TensorType((1, 1 << 20), "float16"),),
+                  (TensorType((1, 1 << 20), "float16"),), args=(TensorType((1, 1 << 20), "float16"),))
+    fp32_host = model.explain(relu, "cpu").nbytes
+    as_prepared = get_cost_model("neuron").explain(relu, "cpu").nbytes
+    assert fp32_host == pytest.approx(2 * as_prepared)
 
 
 def test_a_target_without_a_profile_needs_one() -> None:
     with pytest.raises(ProfileError, match="names no hardware profile"):
-        get_cost_model(FakeSpec("my_npu", None))
-    assert isinstance(get_cost_model(FakeSpec("my_npu", None), accel_profile="t4"),
+        get_cost_model(_spec("my_npu", None))
+    assert isinstance(get_cost_model(_spec("my_npu", None), accel_profile="t4"),
                       RooflineCostModel)
 
 

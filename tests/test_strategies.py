@@ -64,7 +64,7 @@ def test_bad_options_name_the_option(name: str, options: dict, message: str) -> 
 
 def test_option_fields_describe_the_cli_options() -> None:
     assert option_fields("min_size") == [
-        ("min_ops", int, 3, "smallest accelerator region kept, in ops")]
+        ("min_ops", int, 3, "smallest outlined region kept, in ops")]
     assert get_strategy("min_size", min_ops="5").min_ops == 5
 
 
@@ -123,10 +123,10 @@ def test_every_strategy_gives_a_valid_explained_plan_and_optimal_is_lowest(case,
             assert d.reason, (row.strategy, graph[d.node].name)
             if d.device == CPU and verdicts[d.node].supported and row.strategy != "all_cpu":
                 assert "the strategy kept it on the CPU" not in d.reason, d.reason
-        tables = CostTables(graph, model)
-        on = [d.device != CPU for d in plan.decisions]
+        tables = CostTables(graph, model, plan.platform)
+        device = [plan.platform.index(d.device) for d in plan.decisions]
         regions = [r.nodes for r in plan.regions]
-        assert tables.total(on, regions) == pytest.approx(row.total_s, rel=1e-9)
+        assert tables.total(device, regions) == pytest.approx(row.total_s, rel=1e-9)
         totals[row.strategy] = row.total_s
     assert all(totals["optimal"] <= t * (1 + 1e-9) for t in totals.values()), totals
     assert totals["cost"] <= totals["greedy"] * (1 + 1e-9)
@@ -319,12 +319,12 @@ def test_compare_table_json_and_best() -> None:
     assert best is not None
     assert best.total_s == min(r.total_s for r in comparison.rows if r.applicable)
     data = json.loads(comparison.to_json())
-    assert data["schema"] == "partition_lab.compare/1"
+    assert data["schema"] == "partition_lab.compare/2"
     assert data["best"] == best.strategy
     assert set(data["rows"][0]) == {
         "strategy", "applicable", "accel_regions", "ops_on_accel", "tensors_crossing",
         "bytes_crossing", "compute_cpu_s", "compute_accel_s", "transfer_s", "overhead_s",
-        "total_s", "partition_s", "notes"}
+        "total_s", "partition_s", "notes", "ops_by_device", "compute_by_device_s"}
     table = comparison.to_table()
     for name in ALL:
         assert name in table

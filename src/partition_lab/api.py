@@ -17,10 +17,11 @@ from tvm import relay
 
 from .cost_models.base import CostBreakdown, CostModel, evaluate
 from .graph import OpGraph
-from .passes.annotate import support_verdicts
+from .passes.annotate import support_table
 from .passes.outline import outline
 from .passes.prepare import prepare
-from .plan import PartitionPlan, Verdict
+from .plan import PartitionPlan, Support, Verdict
+from .platform import Platform, get_platform
 from .relay_graph import RelayGraph, relay_graph
 
 
@@ -70,17 +71,27 @@ class PartitionResult:
 
 @dataclass
 class Analysis:
-    """A model prepared for a target: its OpGraph and the support verdicts (before any strategy)."""
+    """A model prepared for a platform: its OpGraph and every (op, device) verdict."""
 
     prepared_mod: tvm.IRModule
     relay: RelayGraph
-    target: Any
-    verdicts: list[Verdict]
+    platform: Platform
+    support: Support
     cost_model: CostModel | None
 
     @property
     def graph(self) -> OpGraph:
         return self.relay.graph
+
+    @property
+    def target(self) -> Any:
+        """The primary accelerator's TargetSpec (its rules and options)."""
+        return self.platform.primary.spec
+
+    @property
+    def verdicts(self) -> tuple[Verdict, ...]:
+        """The primary accelerator's verdicts."""
+        return self.support.primary
 
 
 def analyze(
@@ -94,19 +105,21 @@ def analyze(
     name: str = "",
     **target_options: Any,
 ) -> Analysis:
-    """Prepare ``mod`` for ``target`` and compute every node's support verdict."""
-    from .cost_models import get_cost_model
-    from .targets import get_target
+    """Prepare ``mod`` for a platform and compute every (op, device) verdict.
 
-    spec = get_target(target, **target_options)
+    ``target`` names a platform (see :func:`~partition_lab.platform.get_platform`).
+    """
+    from .cost_models import get_cost_model
+
+    platform = get_platform(target, **target_options)
     name = name or _module_name(mod)  # before binding: a new module drops the attributes
     mod = bind_params(mod, params)
-    mod = prepare(mod, spec.prepare_steps())
+    mod = prepare(mod, platform.prepare_steps())
     rg = relay_graph(mod, name=name)
-    verdicts = support_verdicts(rg.graph, spec, excl_node_names, exclude_ops)
+    support = support_table(rg.graph, platform, excl_node_names, exclude_ops)
     if cost_model is None or isinstance(cost_model, str):
-        cost_model = get_cost_model(spec, accel_profile=cost_model)
-    return Analysis(mod, rg, spec, verdicts, cost_model)
+        cost_model = get_cost_model(platform, accel_profile=cost_model)
+    return Analysis(mod, rg, platform, support, cost_model)
 
 
 def partition(
@@ -122,11 +135,12 @@ def partition(
     name: str = "",
     **target_options: Any,
 ) -> PartitionResult:
-    """Split ``mod`` into accelerator regions for ``target`` and CPU islands.
+    """Split ``mod`` into regions over the devices of a platform (accelerators and CPU islands).
 
-    ``target`` is a built-in name (``"tensorcore"``, ``"neuron"``, ``"neuron@2020"``, ``"cpu"``),
-    a path to a TOML/JSON target file, or a ``TargetSpec``; ``target_options`` go to it (for
-    example ``precision="fp32"`` for tensorcore). ``strategy`` is a name from
+    ``target`` names a platform: a built-in name (``"tensorcore"``: Tensor Cores + CUDA cores +
+    host; ``"neuron"``, ``"neuron@2020"``; ``"cpu"``), a TOML/JSON target or platform file, a
+    ``TargetSpec`` or a :class:`~partition_lab.platform.Platform`; ``target_options`` go to its
+    accelerator (for example ``precision="fp32"`` for tensorcore). ``strategy`` is a name from
     ``partition_lab.strategies.available_strategies()``, with ``strategy_options``.
     ``excl_node_names`` keeps nodes with those source names on the CPU (neuron-cc's
     ``excl_node_names``); ``exclude_ops`` does the same by Relay op name. ``cost_model`` is a
@@ -143,8 +157,7 @@ def partition(
     timings["analyze_s"] = time.perf_counter() - start
     start = time.perf_counter()
     chosen = get_strategy(strategy, **dict(strategy_options or {}))
-    plan = chosen.run(analysis.graph, analysis.verdicts, target=analysis.target.name,
-                      cost_model=analysis.cost_model)
+    plan = chosen.run(analysis.graph, analysis.support, cost_model=analysis.cost_model)
     plan.validate()
     timings["strategy_s"] = time.perf_counter() - start
     start = time.perf_counter()
@@ -177,8 +190,8 @@ def compare(
 
     analysis = analyze(mod, target, params=params, excl_node_names=excl_node_names,
                        exclude_ops=exclude_ops, cost_model=cost_model, name=name, **target_options)
-    return compare_plans(analysis.graph, analysis.verdicts, target=analysis.target.name,
-                         strategies=strategies, cost_model=analysis.cost_model)
+    return compare_plans(analysis.graph, analysis.support, strategies=strategies,
+                         cost_model=analysis.cost_model)
 
 
 def bind_params(mod: tvm.IRModule, params: Mapping[str, Any] | None) -> tvm.IRModule:

@@ -5,15 +5,19 @@
 :func:`~partition_lab.cost_models.base.evaluate`. The Relay-level entry point
 ``partition_lab.compare(mod, target, ...)`` (in api.py) wraps it.
 
-JSON schema ``partition_lab.compare/1`` (:meth:`Comparison.to_dict`; keys always present)::
+JSON schema ``partition_lab.compare/2`` (:meth:`Comparison.to_dict`; keys always present;
+``compare/1`` had no ``devices``, ``ops_by_device`` or ``compute_by_device_s``)::
 
-    {"schema": "partition_lab.compare/1",
+    {"schema": "partition_lab.compare/2",
      "graph": str, "target": str, "cost_model": str, "ops": int,
+     "devices": [str],                         # the platform's devices, most preferred first
      "best": str | null,                       # strategy with the lowest total among applicable
      "rows": [{"strategy": str, "applicable": bool,
                "accel_regions": int | null, "ops_on_accel": int | null,
                "tensors_crossing": int | null, "bytes_crossing": float | null,
                "compute_cpu_s": float | null, "compute_accel_s": float | null,
+               "ops_by_device": {device: int} | null,
+               "compute_by_device_s": {device: float} | null,
                "transfer_s": float | null, "overhead_s": float | null, "total_s": float | null,
                "partition_s": float,           # wall time of the strategy itself
                "notes": [str]}]}               # strategy notes, or why it is not applicable
@@ -33,10 +37,10 @@ from typing import Any
 
 from .cost_models.base import CostBreakdown, CostModel, evaluate
 from .graph import OpGraph
-from .plan import PartitionPlan, Verdict
+from .plan import PartitionPlan, Support, Verdict, as_support
 from .strategies import NotApplicableError, Strategy, available_strategies, get_strategy
 
-SCHEMA = "partition_lab.compare/1"
+SCHEMA = "partition_lab.compare/2"
 
 
 @dataclass(frozen=True)
@@ -56,6 +60,8 @@ class ComparisonRow:
     total_s: float | None = None
     partition_s: float = 0.0
     notes: tuple[str, ...] = ()
+    ops_by_device: dict[str, int] | None = None
+    compute_by_device_s: dict[str, float] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -65,6 +71,7 @@ class ComparisonRow:
             "compute_cpu_s": self.compute_cpu_s, "compute_accel_s": self.compute_accel_s,
             "transfer_s": self.transfer_s, "overhead_s": self.overhead_s,
             "total_s": self.total_s, "partition_s": self.partition_s, "notes": list(self.notes),
+            "ops_by_device": self.ops_by_device, "compute_by_device_s": self.compute_by_device_s,
         }
 
 
@@ -76,6 +83,7 @@ class Comparison:
     target: str
     cost_model: str
     rows: list[ComparisonRow]
+    devices: list[str] = field(default_factory=list)
     plans: dict[str, PartitionPlan] = field(default_factory=dict)
     breakdowns: dict[str, CostBreakdown] = field(default_factory=dict)
 
@@ -95,7 +103,7 @@ class Comparison:
         best = self.best()
         return {
             "schema": SCHEMA, "graph": self.graph.name, "target": self.target,
-            "cost_model": self.cost_model, "ops": len(self.graph),
+            "cost_model": self.cost_model, "ops": len(self.graph), "devices": list(self.devices),
             "best": best.strategy if best else None,
             "rows": [row.to_dict() for row in self.rows],
         }
@@ -105,16 +113,20 @@ class Comparison:
 
     def to_table(self) -> str:
         """An aligned text table (times in ms), then the notes of each strategy."""
-        header = ("strategy", "regions", "ops on accel", "cuts", "MB cut", "cpu ms",
-                  "accel ms", "copy ms", "launch ms", "total ms", "partition s")
+        many = len(self.devices) > 2
+        header = ("strategy", "regions", "ops per device" if many else "ops on accel", "cuts",
+                  "MB cut", "cpu ms", "accel ms", "copy ms", "launch ms", "total ms",
+                  "partition s")
         lines = []
         for row in self.rows:
             if not row.applicable:
                 lines.append((row.strategy, "n/a", "", "", "", "", "", "", "", "",
                                f"{row.partition_s:.3f}"))
                 continue
+            ops = ("/".join(str(c) for c in (row.ops_by_device or {}).values()) if many
+                   else f"{row.ops_on_accel}/{len(self.graph)}")
             lines.append((
-                row.strategy, str(row.accel_regions), f"{row.ops_on_accel}/{len(self.graph)}",
+                row.strategy, str(row.accel_regions), ops,
                 str(row.tensors_crossing), f"{(row.bytes_crossing or 0) / 1e6:.3g}",
                 _ms(row.compute_cpu_s), _ms(row.compute_accel_s), _ms(row.transfer_s),
                 _ms(row.overhead_s), _ms(row.total_s), f"{row.partition_s:.3f}"))
@@ -122,6 +134,9 @@ class Comparison:
         best = self.best()
         out = [f"{self.graph.name or 'graph'} on {self.target} ({len(self.graph)} ops), "
                f"cost model {self.cost_model}"]
+        if many:
+            out.append(f"ops per device: {' / '.join(self.devices)}; 'accel ms' is every "
+                       "device but the host")
         out.append("  ".join(h.ljust(w) if i == 0 else h.rjust(w)
                              for i, (h, w) in enumerate(zip(header, widths, strict=True))))
         for cells in lines:
@@ -141,9 +156,9 @@ class Comparison:
 
 def compare_plans(
     graph: OpGraph,
-    verdicts: Sequence[Verdict],
+    support: Support | Sequence[Verdict],
     *,
-    target: str,
+    target: str | None = None,
     strategies: Iterable[str | Strategy] | None = None,
     cost_model: CostModel,
 ) -> Comparison:
@@ -164,12 +179,14 @@ def compare_plans(
     """
     chosen = [get_strategy(s) if isinstance(s, str) else s
               for s in (strategies if strategies is not None else available_strategies())]
+    support = as_support(support, target)
     rows: list[ComparisonRow] = []
-    comparison = Comparison(graph, target, cost_model.name, rows)
+    comparison = Comparison(graph, support.platform.name, cost_model.name, rows,
+                            support.platform.names)
     for strategy in chosen:
         start = time.perf_counter()
         try:
-            plan = strategy.run(graph, verdicts, target=target, cost_model=cost_model)
+            plan = strategy.run(graph, support, cost_model=cost_model)
         except NotApplicableError as err:
             rows.append(ComparisonRow(strategy.name, False,
                                       partition_s=time.perf_counter() - start,
@@ -187,7 +204,8 @@ def compare_plans(
             tensors_crossing=len(cost.cuts), bytes_crossing=cost.transfer_bytes,
             compute_cpu_s=cost.compute_cpu, compute_accel_s=cost.compute_accel,
             transfer_s=cost.transfer, overhead_s=cost.overhead, total_s=cost.total,
-            partition_s=elapsed, notes=tuple(plan.notes)))
+            partition_s=elapsed, notes=tuple(plan.notes), ops_by_device=plan.ops_per_device(),
+            compute_by_device_s=cost.compute_by_device()))
     return comparison
 
 

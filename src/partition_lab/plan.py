@@ -1,9 +1,10 @@
 """PartitionPlan: which device and region every op of an OpGraph goes to, and why.
 
 A plan is the output of a strategy and the input of the Relay outliner, the drawing and the cost
-report. Regions cover every node exactly once: accelerator regions (device = the target's name)
-and CPU islands (device = ``"cpu"``). The graph of regions must be acyclic, or the outlined
-program could not be scheduled.
+report. Every node goes to one device of a :class:`~partition_lab.platform.Platform`; regions
+cover every node exactly once, each on one device (accelerator regions, regions on a GPU's CUDA
+cores, host islands on ``"cpu"``). The graph of regions must be acyclic, or the outlined program
+could not be scheduled. :class:`Support` holds every (op, device) verdict.
 """
 
 from __future__ import annotations
@@ -15,10 +16,12 @@ from typing import Any
 
 import networkx as nx
 
-from .errors import PlanError
+from .errors import PartitionLabError, PlanError
 from .graph import OpGraph
+from .platform import HOST, Platform, accelerator_platform
 
-CPU = "cpu"
+CPU = HOST
+PLAN_SCHEMA = "partition_lab.plan/2"
 
 
 @dataclass(frozen=True)
@@ -38,20 +41,114 @@ class Verdict:
 
 @dataclass(frozen=True)
 class Region:
-    """A set of nodes executed together on one device."""
+    """A set of nodes executed together on one device.
+
+    ``prefix`` names the device in labels: ``accel3`` on a one-accelerator platform,
+    ``tensorcore0`` / ``cuda1`` where several devices could be meant, ``cpu2`` for host islands.
+    """
 
     id: int
     device: str
     nodes: tuple[int, ...]
+    prefix: str = ""
 
     @property
     def is_accelerator(self) -> bool:
+        """Whether the region runs off the host (any non-host device)."""
         return self.device != CPU
 
     @property
     def label(self) -> str:
-        kind = "accel" if self.is_accelerator else "cpu"
-        return f"{kind}{self.id}"
+        return f"{self.prefix or ('accel' if self.is_accelerator else 'cpu')}{self.id}"
+
+
+class Support:
+    """Every (op, device) verdict of a platform: ``of(device)[node]``.
+
+    The host supports every op. ``allowed(node)`` lists the device indices that support a node,
+    most preferred first (the platform's device order is its preference order).
+    """
+
+    def __init__(self, platform: Platform, verdicts: Mapping[str, Sequence[Verdict]]) -> None:
+        self.platform = platform
+        n = None
+        table = []
+        for device in platform.devices:
+            if device.name not in verdicts:
+                raise PartitionLabError(f"no verdicts for device {device.name!r} of platform "
+                                        f"{platform.name!r}")
+            row = tuple(verdicts[device.name])
+            if n is not None and len(row) != n:
+                raise PartitionLabError("every device needs one verdict per node")
+            n = len(row)
+            table.append(row)
+        self.table: tuple[tuple[Verdict, ...], ...] = tuple(table)
+        self.size = n or 0
+        self._allowed = [tuple(d for d in range(len(table)) if table[d][v].supported)
+                         for v in range(self.size)]
+        host = platform.host_index
+        for v, allowed in enumerate(self._allowed):
+            if host not in allowed:
+                raise PartitionLabError(f"node {v}: the host must support every op")
+
+    @classmethod
+    def single(cls, verdicts: Sequence[Verdict], target: str) -> Support:
+        """One accelerator named ``target`` with these verdicts, plus the host."""
+        from .targets.base import TargetSpec
+
+        if target == CPU:
+            platform = accelerator_platform(TargetSpec(CPU, supports_all=True))
+            return cls(platform, {CPU: [host_verdict() for _ in verdicts]})
+        platform = accelerator_platform(TargetSpec(target, supports_all=True))
+        return cls(platform, {target: list(verdicts), CPU: [host_verdict() for _ in verdicts]})
+
+    def __len__(self) -> int:
+        return self.size
+
+    def of(self, device: str | int) -> tuple[Verdict, ...]:
+        index = device if isinstance(device, int) else self.platform.index(device)
+        return self.table[index]
+
+    def verdict(self, node: int, device: str | int) -> Verdict:
+        return self.of(device)[node]
+
+    def allowed(self, node: int) -> tuple[int, ...]:
+        """Device indices that support ``node``, most preferred first (the host is last)."""
+        return self._allowed[node]
+
+    def preferred(self, node: int) -> int:
+        return self._allowed[node][0]
+
+    def fallback(self, node: int, device: int) -> int:
+        """The next device after ``device`` (in preference order) that supports ``node``."""
+        for d in self._allowed[node]:
+            if d > device:
+                return d
+        return self.platform.host_index
+
+    @property
+    def primary(self) -> tuple[Verdict, ...]:
+        """The verdicts of the most preferred accelerator (the host's on the cpu platform)."""
+        return self.of(self.platform.primary.name)
+
+    def anchored(self, device: int) -> bool:
+        """Whether regions on ``device`` must hold an anchor op."""
+        return any(v.anchor for v in self.table[device])
+
+    def rejection(self, node: int, device: int) -> Verdict:
+        """The verdict of ``device`` for ``node`` (used to explain why it is not there)."""
+        return self.table[device][node]
+
+
+def host_verdict() -> Verdict:
+    return Verdict(True, "runs on the host", "host")
+
+
+def as_support(verdicts: Support | Sequence[Verdict], target: str | None) -> Support:
+    """A :class:`Support` as is, or one accelerator's verdict list (named ``target``) + the host."""
+    if isinstance(verdicts, Support):
+        return verdicts
+    return Support.single(verdicts, target or "accel")
 
 
 @dataclass(frozen=True)
@@ -66,10 +163,11 @@ class Decision:
 
 @dataclass
 class PartitionPlan:
-    """Regions and per-node decisions for one graph, target and strategy.
+    """Regions and per-node decisions for one graph, platform and strategy.
 
-    Build one with :meth:`from_assignment`; strategies do. ``notes`` carry strategy remarks a user
-    should see (for example that an exact search fell back to an approximation).
+    Build one with :meth:`from_devices` (strategies do). ``target`` is the platform's name;
+    ``support`` every (op, device) verdict. ``notes`` carry strategy remarks a user should see
+    (for example that an exact search fell back to an approximation).
     """
 
     graph: OpGraph
@@ -77,11 +175,51 @@ class PartitionPlan:
     strategy: str
     regions: tuple[Region, ...]
     decisions: tuple[Decision, ...]
-    verdicts: tuple[Verdict, ...]
+    support: Support
     options: Mapping[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
     # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_devices(
+        cls,
+        graph: OpGraph,
+        support: Support,
+        strategy: str,
+        devices: Sequence[str],
+        reasons: Mapping[int, str] | None = None,
+        options: Mapping[str, Any] | None = None,
+        notes: Iterable[str] = (),
+        groups: Iterable[Iterable[int]] | None = None,
+    ) -> PartitionPlan:
+        """The plan for a device name per node; regions are formed unless ``groups`` are given.
+
+        ``reasons`` overrides the default reason of a node (why it is not on a more preferred
+        device, or which device's rule accepted it).
+        """
+        from .regions import form_regions  # local: regions imports plan types
+
+        if groups is None:
+            groups = form_regions(graph, devices, default_device=support.platform.main.name)
+        platform = support.platform
+        prefixes = _label_prefixes(platform)
+        regions = []
+        region_of = [0] * len(graph)
+        for region_id, group in enumerate(groups):
+            members = tuple(sorted(group))
+            device = devices[members[0]]
+            regions.append(Region(region_id, device, members, prefixes.get(device, device)))
+            for n in members:
+                region_of[n] = region_id
+        reasons = dict(reasons or {})
+        decisions = tuple(
+            Decision(n, devices[n], region_of[n],
+                     reasons.get(n) or default_reason_for(support, n, devices[n]))
+            for n in range(len(graph))
+        )
+        return cls(graph, platform.name, strategy, tuple(regions), decisions, support,
+                   dict(options or {}), list(notes))
+
     @classmethod
     def from_assignment(
         cls,
@@ -89,67 +227,60 @@ class PartitionPlan:
         target: str,
         strategy: str,
         on_accelerator: Iterable[int],
-        verdicts: Sequence[Verdict],
+        verdicts: Sequence[Verdict] | Support,
         reasons: Mapping[int, str] | None = None,
         options: Mapping[str, Any] | None = None,
         notes: Iterable[str] = (),
     ) -> PartitionPlan:
-        """Form cycle-safe regions for a device assignment and record a reason per node.
-
-        ``reasons`` overrides the default reason of a node (the target's verdict reason for
-        nodes on the CPU that the target rejected, "supported by <target>" otherwise).
+        """The plan that puts ``on_accelerator`` on the platform's primary accelerator and every
+        other node on the host (one-accelerator platforms; ``verdicts`` may be a list of the
+        accelerator's verdicts, then the platform is that accelerator named ``target`` + host).
         """
-        from .regions import form_regions  # local: regions imports plan types
-
+        support = as_support(verdicts, target)
         accel = set(on_accelerator)
-        devices = [target if i in accel else CPU for i in range(len(graph))]
-        return cls.from_regions(graph, target, strategy, devices, form_regions(graph, devices),
-                                verdicts, reasons, options, notes)
+        primary = support.platform.primary.name
+        devices = [primary if i in accel else CPU for i in range(len(graph))]
+        return cls.from_devices(graph, support, strategy, devices, reasons, options, notes)
 
     @classmethod
-    def from_regions(
-        cls,
-        graph: OpGraph,
-        target: str,
-        strategy: str,
-        devices: Sequence[str],
-        groups: Iterable[Iterable[int]],
-        verdicts: Sequence[Verdict],
-        reasons: Mapping[int, str] | None = None,
-        options: Mapping[str, Any] | None = None,
-        notes: Iterable[str] = (),
-    ) -> PartitionPlan:
-        """The plan for per-node ``devices`` whose regions (``groups``) are already formed."""
-        regions = []
-        region_of = [0] * len(graph)
-        for region_id, group in enumerate(groups):
-            members = tuple(sorted(group))
-            regions.append(Region(region_id, devices[members[0]], members))
-            for n in members:
-                region_of[n] = region_id
-        reasons = dict(reasons or {})
-        decisions = tuple(
-            Decision(n, devices[n], region_of[n],
-                     reasons.get(n) or default_reason(verdicts[n], devices[n], target))
-            for n in range(len(graph))
-        )
-        return cls(graph, target, strategy, tuple(regions), decisions, tuple(verdicts),
-                   dict(options or {}), list(notes))
+    def from_dict(cls, graph: OpGraph, data: Mapping[str, Any],
+                  platform: Platform | None = None) -> PartitionPlan:
+        """The inverse of :meth:`to_dict` for a plan of ``graph`` (node ids must match).
 
-    @classmethod
-    def from_dict(cls, graph: OpGraph, data: Mapping[str, Any]) -> PartitionPlan:
-        """The inverse of :meth:`to_dict` for a plan of ``graph`` (node ids must match)."""
+        Reads schema ``partition_lab.plan/2`` (per-device verdicts) and the older ``plan/1``
+        (one accelerator + the host). ``platform`` supplies the device objects; without it a
+        platform is rebuilt from the names in the file (support rules are not re-derived).
+        """
         nodes = data["nodes"]
         if len(nodes) != len(graph):
             raise PlanError(f"the plan has {len(nodes)} nodes but the graph has {len(graph)}")
-        regions = tuple(Region(r["id"], r["device"], tuple(r["nodes"])) for r in data["regions"])
+        if data.get("schema", "partition_lab.plan/1") == "partition_lab.plan/1":
+            verdicts = [Verdict(n["supported"], n["support_reason"], n.get("support_rule", ""),
+                                n.get("anchor", False)) for n in nodes]
+            support = Support.single(verdicts, data["target"]) if platform is None else \
+                Support(platform, {platform.primary.name: verdicts,
+                                   CPU: [host_verdict() for _ in nodes]})
+        else:
+            names = [d["name"] for d in data["devices"]]
+            table = {name: [Verdict(**n["support"][name]) for n in nodes] for name in names}
+            support = Support(platform or _platform_from_names(data), table)
+        prefixes = _label_prefixes(support.platform)
+        regions = tuple(Region(r["id"], r["device"], tuple(r["nodes"]),
+                               prefixes.get(r["device"], r["device"])) for r in data["regions"])
         decisions = tuple(Decision(n["id"], n["device"], n["region"], n["reason"]) for n in nodes)
-        verdicts = tuple(Verdict(n["supported"], n["support_reason"], n.get("support_rule", ""),
-                                 n.get("anchor", False)) for n in nodes)
-        return cls(graph, data["target"], data["strategy"], regions, decisions, verdicts,
+        return cls(graph, data["target"], data["strategy"], regions, decisions, support,
                    dict(data.get("options", {})), list(data.get("notes", [])))
 
     # ------------------------------------------------------------------ queries
+    @property
+    def platform(self) -> Platform:
+        return self.support.platform
+
+    @property
+    def verdicts(self) -> tuple[Verdict, ...]:
+        """The primary accelerator's verdicts (see :attr:`support` for every device's)."""
+        return self.support.primary
+
     def device_of(self, node: int) -> str:
         return self.decisions[node].device
 
@@ -158,6 +289,7 @@ class PartitionPlan:
 
     @property
     def accelerator_regions(self) -> list[Region]:
+        """Regions off the host (on any accelerator or the GPU's CUDA cores)."""
         return [r for r in self.regions if r.is_accelerator]
 
     @property
@@ -168,20 +300,38 @@ class PartitionPlan:
     def accelerator_nodes(self) -> list[int]:
         return [d.node for d in self.decisions if d.device != CPU]
 
-    def crossing_tensors(self) -> list[tuple[Any, str, str]]:
-        """Tensors that cross devices as ``(tensor, from_device, to_device)``.
+    def regions_on(self, device: str) -> list[Region]:
+        return [r for r in self.regions if r.device == device]
 
-        A tensor is copied once per destination device, however many consumers it has there.
-        Graph inputs start on the CPU (host); graph outputs must end on the CPU.
+    def ops_per_device(self) -> dict[str, int]:
+        """Op count per device of the platform (every device listed, in preference order)."""
+        counts = dict.fromkeys(self.platform.names, 0)
+        for d in self.decisions:
+            counts[d.device] = counts.get(d.device, 0) + 1
+        return counts
+
+    def crossing_tensors(self) -> list[tuple[Any, str, str]]:
+        """Tensors that leave their domain as ``(tensor, from_device, to_device)``.
+
+        A domain is (memory space, precision): a tensor is copied (and/or cast) once per
+        destination domain, however many consumers it has there; ``to_device`` is the first
+        consumer's device in that domain (the host for graph outputs). Graph inputs start on the
+        host; graph outputs must end there.
         """
+        platform = self.platform
+        domain = {d.name: d.domain for d in platform.devices}
         crossings = []
         for tensor in self.graph.tensors:
             src = CPU if tensor.producer is None else self.device_of(tensor.producer)
-            destinations = {self.device_of(c) for c in tensor.consumers}
+            targets: dict[tuple[str, str], str] = {}
+            for c in tensor.consumers:
+                dst = self.device_of(c)
+                targets.setdefault(domain[dst], dst)
             if tensor.is_output:
-                destinations.add(CPU)
-            for dst in sorted(destinations - {src}):
-                crossings.append((tensor, src, dst))
+                targets[domain[CPU]] = CPU
+            targets.pop(domain[src], None)
+            for dom in sorted(targets):
+                crossings.append((tensor, src, targets[dom]))
         return crossings
 
     def region_graph(self) -> nx.DiGraph:
@@ -198,13 +348,23 @@ class PartitionPlan:
     def validate(self) -> None:
         """Check the plan's invariants; raise PlanError naming the first broken one.
 
-        Every node in exactly one region and its decision agreeing with it; regions on one
-        device; the region graph acyclic; no accelerator region holding a node the target
-        rejected; on anchored targets, every accelerator region holding an anchor op.
+        Every node in exactly one region and its decision agreeing with it; region ids equal
+        to their positions; regions on one device of the platform; the region graph acyclic; no
+        region holding a node its device rejected; on anchored devices, every region holding
+        an anchor op.
         """
         n = len(self.graph)
+        if len(self.decisions) != n or len(self.support) != n:
+            raise PlanError(f"the plan has {len(self.decisions)} decisions and "
+                            f"{len(self.support)} verdicts for a graph of {n} nodes")
+        known = set(self.platform.names)
         seen = [0] * n
-        for region in self.regions:
+        for position, region in enumerate(self.regions):
+            if region.id != position:
+                raise PlanError(f"region {region.label} is at position {position}")
+            if region.device not in known:
+                raise PlanError(f"region {region.label} is on {region.device!r}, not a device "
+                                f"of {self.platform.name} ({', '.join(sorted(known))})")
             if not region.nodes:
                 raise PlanError(f"region {region.label} is empty")
             for node in region.nodes:
@@ -212,7 +372,8 @@ class PartitionPlan:
                     raise PlanError(f"region {region.label} holds unknown node {node}")
                 seen[node] += 1
                 decision = self.decisions[node]
-                if decision.region != region.id or decision.device != region.device:
+                if decision.node != node or decision.region != region.id or \
+                        decision.device != region.device:
                     raise PlanError(
                         f"node {self.graph[node].name} is in region {region.label} but its "
                         f"decision says region {decision.region} on {decision.device}")
@@ -224,26 +385,36 @@ class PartitionPlan:
             cycle = nx.find_cycle(quotient)
             labels = " -> ".join(self.regions[u].label for u, _ in cycle)
             raise PlanError(f"the region graph has a cycle: {labels}")
-        anchored = any(v.anchor for v in self.verdicts)
-        for region in self.accelerator_regions:
-            for node in region.nodes:
-                verdict = self.verdicts[node]
-                if not verdict.supported:
-                    raise PlanError(
-                        f"accelerator region {region.label} holds {self.graph[node].name}, "
-                        f"which {self.target} rejected: {verdict.reason}")
-            if anchored and self.options.get("require_anchor", True) and not any(
-                    self.verdicts[node].anchor for node in region.nodes):
-                raise PlanError(f"accelerator region {region.label} has no anchor op")
+        for region in self.regions:
+            self._validate_region(region)
+
+    def _validate_region(self, region: Region) -> None:
+        index = self.platform.index(region.device)
+        verdicts = self.support.of(index)
+        for node in region.nodes:
+            verdict = verdicts[node]
+            if not verdict.supported:
+                raise PlanError(
+                    f"region {region.label} holds {self.graph[node].name}, which "
+                    f"{region.device} rejected: {verdict.reason}")
+        if self.support.anchored(index) and self.options.get("require_anchor", True) and \
+                not any(verdicts[node].anchor for node in region.nodes):
+            raise PlanError(f"region {region.label} on {region.device} has no anchor op")
 
     # ------------------------------------------------------------------ reporting
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready description: stable keys, nodes in id order."""
+        """A JSON-ready description (schema ``partition_lab.plan/2``): nodes in id order."""
+        platform = self.platform
         return {
-            "schema": "partition_lab.plan/1",
+            "schema": PLAN_SCHEMA,
             "graph": self.graph.name,
             "target": self.target,
             "strategy": self.strategy,
+            "devices": [
+                {"name": d.name, "role": d.role, "memory": d.memory, "compiler": d.compiler,
+                 "precision": d.precision, "preference": d.preference, "colour": d.colour}
+                for d in platform.devices
+            ],
             "options": {k: _jsonable(v) for k, v in sorted(self.options.items())},
             "notes": list(self.notes),
             "regions": [
@@ -251,66 +422,122 @@ class PartitionPlan:
                  "ops": len(r.nodes)}
                 for r in self.regions
             ],
-            "nodes": [
-                {"id": d.node, "name": self.graph[d.node].name, "op": self.graph[d.node].op,
-                 "source_name": self.graph[d.node].source_name, "device": d.device,
-                 "region": d.region, "reason": d.reason,
-                 "supported": self.verdicts[d.node].supported,
-                 "support_reason": self.verdicts[d.node].reason,
-                 "support_rule": self.verdicts[d.node].rule,
-                 "anchor": self.verdicts[d.node].anchor}
-                for d in self.decisions
-            ],
+            "nodes": [self._node_dict(d) for d in self.decisions],
+        }
+
+    def _node_dict(self, d: Decision) -> dict[str, Any]:
+        node = self.graph[d.node]
+        return {
+            "id": d.node, "name": node.name, "op": node.op, "source_name": node.source_name,
+            "device": d.device, "region": d.region, "reason": d.reason,
+            "support": {name: {"supported": v.supported, "reason": v.reason, "rule": v.rule,
+                               "anchor": v.anchor}
+                        for name, v in ((dev.name, self.support.verdict(d.node, i))
+                                        for i, dev in enumerate(self.platform.devices))},
         }
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent, sort_keys=False)
 
     def summary(self) -> str:
-        """A few lines for a terminal: regions, ops per device, and the CPU ops with reasons."""
-        accel = self.accelerator_regions
+        """A few lines for a terminal: regions per device, and the host ops with reasons."""
+        counts = self.ops_per_device()
+        per_device = ", ".join(f"{c} on {name}" for name, c in counts.items())
         lines = [
             f"{self.graph.name or 'graph'} on {self.target} ({self.strategy}): "
-            f"{len(accel)} accelerator region(s), {len(self.cpu_regions)} CPU island(s), "
-            f"{len(self.accelerator_nodes)}/{len(self.graph)} ops on the accelerator",
+            f"{len(self.accelerator_regions)} accelerator region(s), {len(self.cpu_regions)} "
+            f"CPU island(s); ops: {per_device}",
         ]
-        for region in accel:
+        for region in self.accelerator_regions:
             ops = _op_histogram(self.graph[n].op for n in region.nodes)
-            lines.append(f"  {region.label}: {len(region.nodes)} ops ({ops})")
+            lines.append(f"  {region.label} on {region.device}: {len(region.nodes)} ops ({ops})")
         lines.extend(self._cpu_reason_lines(limit=8))
         lines.extend(f"  note: {note}" for note in self.notes)
         return "\n".join(lines)
 
     def _cpu_reason_lines(self, limit: int) -> list[str]:
-        """CPU ops grouped by the rule (or strategy reason) that put them there, largest first."""
-        groups: dict[str, list[Decision]] = {}
+        """Ops off their preferred device, grouped by the reason text, largest group first."""
+        groups: dict[tuple[str, str], list[Decision]] = {}
         for d in self.decisions:
-            if d.device == CPU:
-                verdict = self.verdicts[d.node]
-                key = verdict.rule if not verdict.supported and verdict.rule else d.reason
-                groups.setdefault(key, []).append(d)
-        ordered = sorted(groups.values(), key=lambda ds: (-len(ds), ds[0].node))
+            if d.device == CPU or d.device != self.platform.names[self.support.preferred(d.node)]:
+                groups.setdefault((d.device, d.reason), []).append(d)
+        ordered = sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[1][0].node))
         lines = []
-        for decisions in ordered[:limit]:
+        for (device, reason), decisions in ordered[:limit]:
             names = [self.graph[d.node].name for d in decisions]
             shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
-            lines.append(f"  on CPU: {shown}: {decisions[0].reason}")
+            where = "CPU" if device == CPU else device
+            lines.append(f"  on {where}: {shown}: {reason}")
         if len(ordered) > limit:
-            rest = sum(len(ds) for ds in ordered[limit:])
-            lines.append(f"  on CPU: {rest} more op(s) for {len(ordered) - limit} other reason(s)")
+            rest = sum(len(ds) for _, ds in ordered[limit:])
+            lines.append(f"  {rest} more op(s) for {len(ordered) - limit} other reason(s)")
         return lines
 
     def __str__(self) -> str:
         return self.summary()
 
+    def __repr__(self) -> str:
+        return (f"PartitionPlan({self.graph.name or 'graph'!r}, target={self.target!r}, "
+                f"strategy={self.strategy!r}, {len(self.regions)} regions, "
+                f"{len(self.graph)} ops)")
 
-def default_reason(verdict: Verdict, device: str, target: str) -> str:
-    """The reason recorded for a node when a strategy gives none."""
-    if device != CPU:
-        return f"supported by {target}: {verdict.reason}" if verdict.reason else f"supported by {target}"
-    if not verdict.supported:
-        return verdict.reason
-    return f"supported by {target}, but the strategy kept it on the CPU"
+
+def _label_prefixes(platform: Platform) -> dict[str, str]:
+    """``accel`` for the only accelerator of a platform, else each device's own name."""
+    accelerators = platform.accelerators
+    prefixes = {CPU: "cpu"}
+    for d in accelerators:
+        prefixes[d.name] = "accel" if len(accelerators) == 1 else d.name
+    return prefixes
+
+
+def _platform_from_names(data: Mapping[str, Any]) -> Platform:
+    """A platform with the devices a plan file names (no support rules: every op allowed)."""
+    from .platform import Device, host_device
+    from .targets.base import TargetSpec
+
+    devices = []
+    for entry in data["devices"]:
+        if entry["role"] == "host":
+            devices.append(host_device(entry.get("precision", "as-prepared")))
+            continue
+        devices.append(Device(entry["name"], TargetSpec(entry["name"], supports_all=True),
+                              role=entry["role"], memory=entry["memory"],
+                              compiler=entry.get("compiler"), precision=entry["precision"],
+                              preference=entry["preference"], colour=entry.get("colour", "")))
+    return Platform(data["target"], tuple(devices))
+
+
+def default_reason_for(support: Support, node: int, device: str) -> str:
+    """The reason recorded for a node when a strategy gives none.
+
+    On its preferred device: the device's own verdict. On a less preferred one: why each more
+    preferred device did not take it (its rule), or that the strategy chose so.
+    """
+    platform = support.platform
+    index = platform.index(device)
+    verdict = support.verdict(node, index)
+    if index == support.preferred(node):
+        if device == CPU:
+            rejected = [support.verdict(node, d) for d in range(index)]
+            return _rejection_text(rejected, platform) or verdict.reason
+        return f"supported by {device}: {verdict.reason}" if verdict.reason else \
+            f"supported by {device}"
+    better = platform.names[support.preferred(node)]
+    rejected = [support.verdict(node, d) for d in range(support.preferred(node))]
+    text = _rejection_text(rejected, platform)
+    prefix = f"{text}; " if text else ""
+    if device == CPU:
+        return f"{prefix}supported by {better}, but the strategy kept it on the CPU"
+    return f"{prefix}supported by {better}, but the strategy put it on {device}"
+
+
+def _rejection_text(rejected: Sequence[Verdict], platform: Platform) -> str:
+    """The first rejecting verdict's reason (the most preferred device's rule)."""
+    for verdict in rejected:
+        if not verdict.supported:
+            return verdict.reason
+    return ""
 
 
 def _op_histogram(ops: Iterable[str]) -> str:

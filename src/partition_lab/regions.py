@@ -61,7 +61,8 @@ class _Expanded:
     n_real: int
 
 
-def form_regions(graph: OpGraph, devices: Sequence[str]) -> list[list[int]]:
+def form_regions(graph: OpGraph, devices: Sequence[str],
+                 default_device: str = DEFAULT_DEVICE) -> list[list[int]]:
     """Partition the nodes into cycle-free regions; each region holds nodes of one device.
 
     Parameters
@@ -69,7 +70,12 @@ def form_regions(graph: OpGraph, devices: Sequence[str]) -> list[list[int]]:
     graph:
         The operator graph.
     devices:
-        ``devices[node]`` is ``"cpu"`` or an accelerator name; one entry per node.
+        ``devices[node]`` is a device name; one entry per node.
+    default_device:
+        TVM's ``"default"`` target: the device that inline (non-outlined) code runs on, the
+        module's main target (``cuda`` on a GPU platform, the host ``"cpu"`` otherwise). Tuples
+        whose fields are on different devices take it, and its regions are the ones
+        ``PartitionGraph`` leaves inline.
 
     Returns
     -------
@@ -93,10 +99,10 @@ def form_regions(graph: OpGraph, devices: Sequence[str]) -> list[list[int]]:
     """
     if len(devices) != len(graph):
         raise ValueError(f"devices has {len(devices)} entries for a graph of {len(graph)} nodes")
-    expanded = _expand(graph, devices)
+    expanded = _expand(graph, devices, default_device)
     root: list[int] | None = _merge(expanded, propagate=False)
     if _has_cycle(graph, root):
-        root = _regroup_cpu_islands(graph, devices, root, expanded.regionless)
+        root = _regroup_cpu_islands(graph, devices, root, expanded.regionless, default_device)
     if root is None or _has_cycle(graph, root):
         root = _merge(expanded, propagate=True)
     if _has_cycle(graph, root):  # pragma: no cover - would be a bug in the exact rule
@@ -155,16 +161,17 @@ def _structure(graph: OpGraph) -> _Structure:
     return structure
 
 
-def _expand(graph: OpGraph, devices: Sequence[str]) -> _Expanded:
+def _expand(graph: OpGraph, devices: Sequence[str],
+            default_device: str = DEFAULT_DEVICE) -> _Expanded:
     s = _structure(graph)
     device = list(devices)
     for _, fields, forced in s.tuples:
         field_devices = {devices[p] for p in fields}
         common = len(field_devices) == 1 and not forced
-        device.append(field_devices.pop() if common else DEFAULT_DEVICE)
+        device.append(field_devices.pop() if common else default_device)
     if s.output_tuple is not None:
         field_devices = {devices[v] for v in s.output_tuple[1]}
-        device.append(field_devices.pop() if len(field_devices) == 1 else DEFAULT_DEVICE)
+        device.append(field_devices.pop() if len(field_devices) == 1 else default_device)
     return _Expanded(s.parents, device, s.regionless, s.order, s.n_real)
 
 
@@ -364,7 +371,7 @@ def _merge(expanded: _Expanded, propagate: bool) -> list[int]:
 
 
 def _regroup_cpu_islands(graph: OpGraph, devices: Sequence[str], root: list[int],
-                         regionless: Sequence[bool]) -> list[int] | None:
+                         regionless: Sequence[bool], default_device: str) -> list[int] | None:
     """Keep TVM's accelerator regions and regroup only the CPU nodes, by the exact rule.
 
     TVM's cycles go through CPU ("default") regions, which ``PartitionGraph`` does not outline,
@@ -373,13 +380,13 @@ def _regroup_cpu_islands(graph: OpGraph, devices: Sequence[str], root: list[int]
     a cycle (then TVM's accelerator regions could not be outlined either).
     """
     n = len(graph)
-    accel_only = [root[v] if devices[v] != DEFAULT_DEVICE else -1 - v for v in range(n)]
+    accel_only = [root[v] if devices[v] != default_device else -1 - v for v in range(n)]
     if _has_cycle(graph, accel_only):
         return None
     node_of: dict[int, int] = {}  # real node -> contracted node
     device: list[str] = []
     for v in range(n):
-        key = v if devices[v] == DEFAULT_DEVICE else n + root[v]
+        key = v if devices[v] == default_device else n + root[v]
         if key not in node_of:
             node_of[key] = len(device)
             device.append(devices[v] if key == v else f"{devices[v]}\0{root[v]}")

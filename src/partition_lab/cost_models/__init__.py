@@ -24,17 +24,16 @@ from .measured import (
     save_measurements,
 )
 from .profiles import (
-    NO_LINK,
     Figure,
     HardwareProfile,
     LinkProfile,
     available_profiles,
     load_profile,
 )
-from .roofline import OpEstimate, RooflineCostModel, op_class
+from .roofline import DeviceCost, OpEstimate, RooflineCostModel, op_class
 
 __all__ = [
-    "CostBreakdown", "CostModel", "CutCost", "Figure", "HardwareProfile", "LinkProfile",
+    "CostBreakdown", "CostModel", "CutCost", "DeviceCost", "Figure", "HardwareProfile", "LinkProfile",
     "MeasuredCpuCostModel", "Measurements", "OpEstimate", "RegionCost", "RooflineCostModel",
     "DEFAULT_CPU_PROFILE", "available_profiles", "evaluate", "get_cost_model", "kind_of",
     "load_measurements", "load_profile", "op_class", "op_signature", "save_measurements",
@@ -45,7 +44,7 @@ DEFAULT_CPU_PROFILE = "xeon_gold_6130"
 
 #: Accelerator profile per target family, for targets that do not name one themselves.
 #: Inf1's host link generation is not published; ``inferentia1.toml`` assumes PCIe Gen3 x16.
-_FAMILY_PROFILES = {"tensorcore": "t4", "neuron": "inferentia1"}
+_FAMILY_PROFILES = {"tensorcore": "t4", "cuda": "t4", "neuron": "inferentia1"}
 
 
 def get_cost_model(
@@ -55,31 +54,34 @@ def get_cost_model(
     cpu_profile: str | Path | HardwareProfile | None = None,
     measured_cpu: str | Path | Mapping[str, float] | Measurements | None = None,
 ) -> CostModel:
-    """The cost model for a target: a roofline over its default profiles.
+    """The cost model for a platform: a roofline per device over its default profiles.
 
     Parameters
     ----------
     spec:
-        A :class:`~partition_lab.targets.TargetSpec`, a target name, or None (tensorcore's
-        pairing). The accelerator profile is ``accel_profile``, else the target's
-        ``default_profile``, else by name: ``tensorcore*`` -> ``t4``, ``neuron*`` ->
-        ``inferentia1``; the ``cpu`` target uses the CPU profile on both sides (no copies).
-        Any other target raises :class:`ProfileError` unless ``accel_profile`` is given.
+        A :class:`~partition_lab.platform.Platform`, a target/platform name or file, a
+        :class:`~partition_lab.targets.TargetSpec`, or None (tensorcore). Each accelerator
+        device is priced with ``accel_profile``, else its own ``profile``, else by family:
+        ``tensorcore``/``cuda`` -> ``t4``, ``neuron*`` -> ``inferentia1``. The host uses
+        ``cpu_profile``. Any other device raises :class:`ProfileError` unless ``accel_profile``
+        is given.
     cpu_profile:
         Host profile; default ``xeon_gold_6130`` (the field reports' CPU).
     measured_cpu:
         A measurement table (or a cache file) to replace the CPU estimates of measured ops.
 
     >>> get_cost_model("neuron@2020").name
-    'roofline(inferentia1 + xeon_gold_6130 over PCIe Gen3 x16 (assumed))'
+    'roofline(neuron@2020=inferentia1 + cpu=xeon_gold_6130 over PCIe Gen3 x16 (assumed))'
     """
-    name = _target_name(spec)
+    from ..platform import get_platform
+
+    platform = get_platform("tensorcore" if spec is None else spec)
     cpu = _profile(cpu_profile or DEFAULT_CPU_PROFILE)
-    if accel_profile is None and name == "cpu":
-        model: CostModel = RooflineCostModel(cpu, cpu, NO_LINK)
-    else:
-        accel = _profile(accel_profile or _default_accel_profile(spec, name))
-        model = RooflineCostModel(accel, cpu)
+    profiles = {d.name: _profile(accel_profile or _default_accel_profile(d, platform.name))
+                for d in platform.accelerators}
+    links = {lk.memories: _profile(lk.profile).host_link for lk in platform.links
+             if lk.profile and _profile(lk.profile).host_link}
+    model: CostModel = RooflineCostModel.for_platform(platform, profiles, cpu, links or None)
     if measured_cpu is not None:
         table = (load_measurements(measured_cpu) if isinstance(measured_cpu, (str, Path))
                  else measured_cpu)
@@ -87,22 +89,16 @@ def get_cost_model(
     return model
 
 
-def _target_name(spec: Any) -> str:
-    if spec is None:
-        return "tensorcore"
-    return str(getattr(spec, "name", spec))
-
-
-def _default_accel_profile(spec: Any, name: str) -> str:
-    declared = getattr(spec, "default_profile", None)
-    if declared:
-        return str(declared)
-    family = name.split("@", 1)[0]
-    if family in _FAMILY_PROFILES:
-        return _FAMILY_PROFILES[family]
+def _default_accel_profile(device: Any, platform: str) -> str:
+    if device.profile:
+        return str(device.profile)
+    for name in (device.name, platform):
+        family = name.split("@", 1)[0]
+        if family in _FAMILY_PROFILES:
+            return _FAMILY_PROFILES[family]
     raise ProfileError(
-        f"target {name!r} names no hardware profile; pass accel_profile= one of "
-        f"{', '.join(available_profiles())} (or a .toml path)")
+        f"device {device.name!r} of {platform!r} names no hardware profile; pass "
+        f"accel_profile= one of {', '.join(available_profiles())} (or a .toml path)")
 
 
 def _profile(value: str | Path | HardwareProfile) -> HardwareProfile:

@@ -1,14 +1,19 @@
 """The CostModel protocol and the generic evaluation of a plan under a cost model.
 
-A cost model answers three questions, each in seconds:
+A cost model answers three questions about devices of a platform, named as in the plan
+(``"cpu"`` is the host), each in seconds:
 
-* ``op_time(node, kind)``: one op on the CPU (``kind == "cpu"``) or the accelerator (``"accel"``);
-* ``transfer_time(nbytes, src_kind, dst_kind)``: one tensor copied between devices;
-* ``region_overhead(kind)``: the fixed cost of invoking one region (launch, runtime call).
+* ``op_time(node, device)``: one op on that device;
+* ``transfer_time(nbytes, src, dst)``: one tensor made available on ``dst``'s domain (memory
+  space, precision) from ``src``'s: a copy, a cast, or both; zero within one domain;
+* ``region_overhead(device)``: the fixed cost of invoking one region there (launch, runtime call).
 
 :func:`evaluate` turns those into an explained total for a plan: time per region, per cut and
-overall. A tensor that crosses devices is paid once per destination device, however many
+overall. A tensor that leaves its domain is paid once per destination domain, however many
 consumers it has there; graph inputs start on the host and graph outputs end there.
+
+Models that only distinguish the host from "the accelerator" (measured tables keyed by
+``"cpu"``/``"accel"``) map device names with :func:`kind_of`.
 """
 
 from __future__ import annotations
@@ -26,15 +31,15 @@ DeviceKind = Literal["cpu", "accel"]
 
 @runtime_checkable
 class CostModel(Protocol):
-    """Predicts op, transfer and invocation times. Implementations must be deterministic."""
+    """Predicts op, transfer and invocation times per device name. Must be deterministic."""
 
     name: str
 
-    def op_time(self, node: OpNode, kind: DeviceKind) -> float: ...
+    def op_time(self, node: OpNode, device: str) -> float: ...
 
-    def transfer_time(self, nbytes: float, src: DeviceKind, dst: DeviceKind) -> float: ...
+    def transfer_time(self, nbytes: float, src: str, dst: str) -> float: ...
 
-    def region_overhead(self, kind: DeviceKind) -> float: ...
+    def region_overhead(self, device: str) -> float: ...
 
 
 @dataclass(frozen=True)
@@ -79,7 +84,14 @@ class CostBreakdown:
 
     @property
     def compute_accel(self) -> float:
+        """Compute off the host (every non-host device)."""
         return sum(r.compute for r in self.regions if r.device != "cpu")
+
+    def compute_by_device(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for r in self.regions:
+            out[r.device] = out.get(r.device, 0.0) + r.compute
+        return out
 
     @property
     def transfer(self) -> float:
@@ -103,6 +115,7 @@ class CostBreakdown:
             "total_s": self.total,
             "compute_cpu_s": self.compute_cpu,
             "compute_accel_s": self.compute_accel,
+            "compute_by_device_s": self.compute_by_device(),
             "transfer_s": self.transfer,
             "transfer_bytes": self.transfer_bytes,
             "overhead_s": self.overhead,
@@ -112,19 +125,20 @@ class CostBreakdown:
 
 
 def kind_of(device: str) -> DeviceKind:
+    """``"cpu"`` for the host, ``"accel"`` for every other device (two-kind models)."""
     return "cpu" if device == "cpu" else "accel"
 
 
 def evaluate(plan: PartitionPlan, model: CostModel) -> CostBreakdown:
     """Predicted time of a plan under ``model``, explained per region and per cut."""
     graph = plan.graph
-    node_times = tuple(model.op_time(graph[d.node], kind_of(d.device)) for d in plan.decisions)
+    node_times = tuple(model.op_time(graph[d.node], d.device) for d in plan.decisions)
     regions = tuple(
         RegionCost(
             region=r.id, label=r.label, device=r.device, ops=len(r.nodes),
             compute=sum(node_times[n] for n in r.nodes),
             # CPU islands are plain host code: no invocation overhead unless the model says so.
-            overhead=model.region_overhead(kind_of(r.device)),
+            overhead=model.region_overhead(r.device),
         )
         for r in plan.regions
     )
@@ -133,7 +147,7 @@ def evaluate(plan: PartitionPlan, model: CostModel) -> CostBreakdown:
             tensor=t.key, producer=t.producer,
             consumers=tuple(c for c in t.consumers if plan.device_of(c) == dst),
             src=src, dst=dst, shape=t.spec.shape, dtype=t.spec.dtype, nbytes=t.nbytes,
-            time=model.transfer_time(t.nbytes, kind_of(src), kind_of(dst)),
+            time=model.transfer_time(t.nbytes, src, dst),
         )
         for t, src, dst in plan.crossing_tensors()
     )

@@ -22,7 +22,7 @@ from typing import Any
 
 from ..errors import ProfileError
 from ..graph import OpGraph, OpNode
-from .base import CostModel, DeviceKind
+from .base import CostModel
 
 SCHEMA = "partition_lab.measurements/1"
 
@@ -136,34 +136,31 @@ class MeasuredCpuCostModel:
         """Ids of the nodes whose CPU time is a measurement, not an estimate."""
         return [node.id for node in graph if self.is_measured(node)]
 
-    def op_time(self, node: OpNode, kind: DeviceKind) -> float:
-        if kind == "cpu":
+    def op_time(self, node: OpNode, device: str) -> float:
+        if device == "cpu":
             measured = self.table.get(op_signature(node))
             if measured is not None:
                 return measured
-        return self.base.op_time(node, kind)
+        return self.base.op_time(node, device)
 
-    def op_times_both(self, nodes: Sequence[OpNode]) -> tuple[list[float], list[float]]:
-        """All CPU and accelerator op times at once (see ``RooflineCostModel.op_times_both``)."""
-        both = getattr(self.base, "op_times_both", None)
-        if both is None:
-            cpu = [self.base.op_time(n, "cpu") for n in nodes]
-            accel = [self.base.op_time(n, "accel") for n in nodes]
-        else:
-            cpu, accel = both(nodes)
-        for i, node in enumerate(nodes):
-            measured = self.table.get(op_signature(node))
-            if measured is not None:
-                cpu[i] = measured
-        return cpu, accel
+    def op_times(self, nodes: Sequence[OpNode], device: str) -> list[float]:
+        """Every node's time on ``device`` (see ``RooflineCostModel.op_times``)."""
+        many = getattr(self.base, "op_times", None)
+        times = many(nodes, device) if many else [self.base.op_time(n, device) for n in nodes]
+        if device == "cpu":
+            for i, node in enumerate(nodes):
+                measured = self.table.get(op_signature(node))
+                if measured is not None:
+                    times[i] = measured
+        return times
 
-    def transfer_time(self, nbytes: float, src: DeviceKind, dst: DeviceKind) -> float:
+    def transfer_time(self, nbytes: float, src: str, dst: str) -> float:
         return self.base.transfer_time(nbytes, src, dst)
 
-    def region_overhead(self, kind: DeviceKind) -> float:
-        return self.base.region_overhead(kind)
+    def region_overhead(self, device: str) -> float:
+        return self.base.region_overhead(device)
 
-    def explain(self, node: OpNode, kind: DeviceKind) -> str:
+    def explain(self, node: OpNode, kind: str) -> str:
         if kind == "cpu" and self.is_measured(node):
             return f"{node.op} on cpu: {self.op_time(node, kind) * 1e3:.4g} ms, measured"
         explain = getattr(self.base, "explain", None)

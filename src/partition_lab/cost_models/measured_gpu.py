@@ -42,7 +42,7 @@ from typing import Any
 
 from ..errors import ProfileError
 from ..graph import OpGraph, OpNode
-from .base import CostModel, DeviceKind
+from .base import CostModel, kind_of
 from .measured import op_signature, read_json_file
 from .profiles import load_profile
 from .roofline import RooflineCostModel, op_class
@@ -185,31 +185,34 @@ class MeasuredGpuCostModel:
         return {k: statistics.median(v) for k, v in ratios.items()}
 
     # ------------------------------------------------------------------ CostModel protocol
-    def op_time(self, node: OpNode, kind: DeviceKind) -> float:
+    def op_time(self, node: OpNode, device: str) -> float:
+        kind = kind_of(device)
         alone = self.op_time_alone(node, kind)
         per_op = self.profile.executor_op_overhead.get(kind, {})
         if kind == "cpu":
             return alone + per_op.get("overhead_per_op_s", 0.0)
         return max(alone, per_op.get("host_per_op_s", 0.0))
 
-    def op_time_alone(self, node: OpNode, kind: DeviceKind) -> float:
+    def op_time_alone(self, node: OpNode, kind: str) -> float:
         """The op timed alone (measured, or the scaled roofline), without executor overhead."""
+        kind = kind_of(kind)
         measured = self.profile.ops.get(kind, {}).get(op_signature(node))
         if measured is not None:
             return measured
         return self.fallback.op_time(node, kind) * self.scale.get((kind, op_class(node)), 1.0)
 
-    def transfer_time(self, nbytes: float, src: DeviceKind, dst: DeviceKind) -> float:
+    def transfer_time(self, nbytes: float, src: str, dst: str) -> float:
+        src, dst = kind_of(src), kind_of(dst)
         if src == dst:
             return 0.0
         return self.profile.transfers[_DIRECTIONS[(src, dst)]].time(nbytes)
 
-    def region_overhead(self, kind: DeviceKind) -> float:
-        return self.profile.region_overhead_s[kind]
+    def region_overhead(self, device: str) -> float:
+        return self.profile.region_overhead_s[kind_of(device)]
 
     # ------------------------------------------------------------------ explanation
-    def is_measured(self, node: OpNode, kind: DeviceKind) -> bool:
-        return op_signature(node) in self.profile.ops.get(kind, {})
+    def is_measured(self, node: OpNode, kind: str) -> bool:
+        return op_signature(node) in self.profile.ops.get(kind_of(kind), {})
 
     def coverage(self, graph: OpGraph) -> dict[str, float]:
         """Fraction of the graph's nodes whose time on each device kind is a measurement."""
@@ -217,7 +220,8 @@ class MeasuredGpuCostModel:
         return {kind: sum(self.is_measured(node, kind) for node in graph) / n
                 for kind in ("accel", "cpu")}
 
-    def explain(self, node: OpNode, kind: DeviceKind) -> str:
+    def explain(self, node: OpNode, kind: str) -> str:
+        kind = kind_of(kind)
         seconds = self.op_time(node, kind)
         if self.is_measured(node, kind):
             return f"{node.op} on {kind}: {seconds * 1e3:.4g} ms, measured"

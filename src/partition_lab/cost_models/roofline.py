@@ -11,12 +11,12 @@ direction. :meth:`RooflineCostModel.explain` says which bound won for an op.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from ..errors import ProfileError
 from ..graph import DTYPE_BYTES, OpNode
-from .base import DeviceKind
+from ..platform import AS_PREPARED, HOST_MEMORY
 from .profiles import NO_LINK, HardwareProfile, LinkProfile
 
 #: Ops that run on a matrix engine (Tensor Cores, a systolic array, AVX-512 FMA in GEMM form).
@@ -80,16 +80,38 @@ class OpEstimate:
                 f"+{self.overhead_s * 1e6:.3g} us per op)")
 
 
+@dataclass(frozen=True)
+class DeviceCost:
+    """How the roofline prices one device: its profile, memory space and precision.
+
+    ``matrix_engine`` False: matrix ops run on the vector units (a GPU's CUDA cores rather than
+    its Tensor Cores). ``precision`` ``"float32"``: the device computes float16 tensors in float32
+    (a host island of an fp16 GPU program), so they move twice the bytes and cost a cast at its
+    boundary. ``region_overhead`` replaces the profile's (inline main-target code: 0).
+    """
+
+    profile: HardwareProfile
+    memory: str = "accel"
+    precision: str = AS_PREPARED
+    matrix_engine: bool = True
+    region_overhead: float | None = None
+
+
 class RooflineCostModel:
-    """Roofline op times from two hardware profiles, plus the accelerator's host link.
+    """Roofline op times per device, plus copies and casts between device domains.
 
     Parameters
     ----------
     accel, cpu:
-        Profiles of the accelerator and of the host CPU (``kind`` "accel"/"cpu" of the files is
-        not enforced, so a CPU profile may stand in as the "accelerator" of the ``cpu`` target).
+        Profiles of the accelerator and of the host CPU: the pricing of every device not in
+        ``devices`` (the host is ``"cpu"``; any other name is the accelerator, memory
+        ``"accel"``). ``kind`` "accel"/"cpu" of the files is not enforced.
     link:
-        The copy path; defaults to ``accel.host_link`` (no cost if the profile has none).
+        The host copy path; defaults to ``accel.host_link`` (no cost if the profile has none).
+    devices:
+        Per device name, a :class:`DeviceCost` (built by :meth:`for_platform`).
+    links:
+        Per pair of memory spaces, a link other than ``link``.
 
     >>> from partition_lab.cost_models import load_profile
     >>> m = RooflineCostModel(load_profile("t4"), load_profile("xeon_gold_6130"))
@@ -98,78 +120,118 @@ class RooflineCostModel:
     """
 
     def __init__(self, accel: HardwareProfile, cpu: HardwareProfile,
-                 link: LinkProfile | None = None) -> None:
+                 link: LinkProfile | None = None, *,
+                 devices: Mapping[str, DeviceCost] | None = None,
+                 links: Mapping[frozenset[str], LinkProfile] | None = None) -> None:
         self.accel = accel
         self.cpu = cpu
         self.link = link or accel.host_link or NO_LINK
-        self.name = f"roofline({accel.name} + {cpu.name} over {self.link.name})"
-        # Per device kind and op class: (compute rate, memory rate); op_time runs per node.
-        self._rates = {kind: {cls: _rates(profile, cls) for cls in ("matrix", "vector", "data")}
-                       for kind, profile in (("cpu", cpu), ("accel", accel))}
+        self.devices = dict(devices or {})
+        self.links = dict(links or {})
+        self._default = {"cpu": DeviceCost(cpu, HOST_MEMORY), "accel": DeviceCost(accel)}
+        self._rate_cache: dict[tuple[str, str], tuple[float, float]] = {}
+        if self.devices:
+            parts = " + ".join(f"{name}={cost.profile.name}" for name, cost in self.devices.items())
+            self.name = f"roofline({parts} over {self.link.name})"
+        else:
+            self.name = f"roofline({accel.name} + {cpu.name} over {self.link.name})"
+
+    @classmethod
+    def for_platform(cls, platform: Any, profiles: Mapping[str, HardwareProfile],
+                     cpu: HardwareProfile, links: Mapping[frozenset[str], LinkProfile] | None = None
+                     ) -> RooflineCostModel:
+        """One :class:`DeviceCost` per device of ``platform``; ``profiles`` per accelerator."""
+        devices = {}
+        for d in platform.devices:
+            profile = cpu if d.is_host else profiles[d.name]
+            devices[d.name] = DeviceCost(profile, d.memory, d.precision, d.matrix_engine,
+                                         0.0 if d.role == "main" else None)
+        accelerators = [profiles[d.name] for d in platform.accelerators]
+        accel = accelerators[0] if accelerators else cpu
+        link = next((p.host_link for p in accelerators if p.host_link), None)
+        return cls(accel, cpu, link, devices=devices, links=links)
 
     def __repr__(self) -> str:
         return f"RooflineCostModel({self.accel.name!r}, {self.cpu.name!r}, {self.link.name!r})"
 
+    def device_cost(self, device: str) -> DeviceCost:
+        found = self.devices.get(device)
+        if found is not None:
+            return found
+        return self._default["cpu" if device == "cpu" else "accel"]
+
     # ------------------------------------------------------------------ CostModel protocol
-    def op_time(self, node: OpNode, kind: DeviceKind) -> float:
-        """``explain(node, kind).total_s``, without building the explanation."""
-        return self._time(node, kind, op_class(node), _byte_split(node))
+    def op_time(self, node: OpNode, device: str) -> float:
+        """``explain(node, device).total_s``, without building the explanation."""
+        info = self.device_cost(device)
+        return self._time(node, device, info, op_class(node),
+                          _byte_split(node, info.precision == "float32"))
 
-    def op_times_both(self, nodes: Sequence[OpNode]) -> tuple[list[float], list[float]]:
-        """``([op_time(n, "cpu")...], [op_time(n, "accel")...])``: the same numbers, for a
-        whole graph at once (strategies tabulate them; this shares the per-node work)."""
-        cpu: list[float] = []
-        accel: list[float] = []
-        for node in nodes:
-            cls, split = op_class(node), _byte_split(node)
-            cpu.append(self._time(node, "cpu", cls, split))
-            accel.append(self._time(node, "accel", cls, split))
-        return cpu, accel
+    def op_times(self, nodes: Sequence[OpNode], device: str) -> list[float]:
+        """``[op_time(n, device) for n in nodes]``, sharing the per-device work."""
+        info = self.device_cost(device)
+        widen = info.precision == "float32"
+        return [self._time(n, device, info, op_class(n), _byte_split(n, widen)) for n in nodes]
 
-    def _time(self, node: OpNode, kind: DeviceKind, cls: str, split: tuple[float, float]) -> float:
-        profile = self._profile(kind)
-        flop_rate, byte_rate = self._rates[kind][cls]
-        if cls == "matrix" and profile.achieved_matrix_flops:
-            achieved = profile.achieved_matrix_flops.get(_dtype_of(node))
+    def _rates_of(self, device: str, info: DeviceCost, cls: str) -> tuple[float, float]:
+        key = (device, cls)
+        rates = self._rate_cache.get(key)
+        if rates is None:
+            engine = cls if cls != "matrix" or info.matrix_engine else "vector"
+            rates = _rates(info.profile, engine)
+            self._rate_cache[key] = rates
+        return rates
+
+    def _time(self, node: OpNode, device: str, info: DeviceCost, cls: str,
+              split: tuple[float, float]) -> float:
+        profile = info.profile
+        flop_rate, byte_rate = self._rates_of(device, info, cls)
+        if cls == "matrix" and info.matrix_engine and profile.achieved_matrix_flops:
+            dtype = "float32" if info.precision == "float32" else _dtype_of(node)
+            achieved = profile.achieved_matrix_flops.get(dtype)
             if achieved is not None:
                 flop_rate = achieved.value
         nbytes = _bytes_from_split(split, profile.float_bytes)
         return max(node.flops / flop_rate, nbytes / byte_rate) + profile.op_overhead
 
-    def transfer_time(self, nbytes: float, src: DeviceKind, dst: DeviceKind) -> float:
-        if src == dst:
-            return 0.0
-        return self.link.transfer_time(nbytes)
+    def transfer_time(self, nbytes: float, src: str, dst: str) -> float:
+        """A copy between memory spaces and/or a cast between precisions; 0 within a domain."""
+        a, b = self.device_cost(src), self.device_cost(dst)
+        time = 0.0
+        if a.memory != b.memory:
+            time += self.links.get(frozenset((a.memory, b.memory)), self.link).transfer_time(nbytes)
+        if a.precision != b.precision:
+            # float16 <-> float32 on the device that computes in float32: read 2 B, write 4 B
+            # per element (or the reverse), i.e. 3x the tensor's bytes as stored in float16.
+            caster = a if a.precision == "float32" else b
+            time += 3 * nbytes / (caster.profile.memory_bandwidth * caster.profile.efficiency("data"))
+        return time
 
-    def region_overhead(self, kind: DeviceKind) -> float:
-        return self._profile(kind).region_overhead
+    def region_overhead(self, device: str) -> float:
+        info = self.device_cost(device)
+        return info.profile.region_overhead if info.region_overhead is None else info.region_overhead
 
     # ------------------------------------------------------------------ explanation
-    def explain(self, node: OpNode, kind: DeviceKind) -> OpEstimate:
-        """The op's roofline terms on ``kind``: FLOPs, bytes, both times and which bound won."""
-        profile = self._profile(kind)
+    def explain(self, node: OpNode, device: str) -> OpEstimate:
+        """The op's roofline terms on ``device``: FLOPs, bytes, both times and which bound won."""
+        info = self.device_cost(device)
+        profile = info.profile
         cls = op_class(node)
-        efficiency = profile.efficiency(cls)
-        dtype = _dtype_of(node)
-        if cls == "matrix" and dtype in profile.achieved_matrix_flops:
+        efficiency = profile.efficiency(cls if info.matrix_engine else
+                                        ("vector" if cls == "matrix" else cls))
+        dtype = "float32" if info.precision == "float32" else _dtype_of(node)
+        if cls == "matrix" and info.matrix_engine and dtype in profile.achieved_matrix_flops:
             rate = profile.achieved_matrix_flops[dtype].value
         else:
-            peak = profile.matrix_flops if cls == "matrix" else profile.vector_flops
-            rate = peak * efficiency
-        nbytes = _bytes_from_split(_byte_split(node), profile.float_bytes)
+            rate = self._rates_of(device, info, cls)[0]
+        nbytes = _bytes_from_split(_byte_split(node, info.precision == "float32"),
+                                   profile.float_bytes)
         return OpEstimate(
-            op=node.op, kind=kind, op_class=cls, flops=node.flops, nbytes=nbytes,
+            op=node.op, kind=device, op_class=cls, flops=node.flops, nbytes=nbytes,
             compute_s=node.flops / rate,
             memory_s=nbytes / (profile.memory_bandwidth * efficiency),
             overhead_s=profile.op_overhead, efficiency=efficiency,
         )
-
-    def _profile(self, kind: DeviceKind) -> HardwareProfile:
-        if kind == "cpu":
-            return self.cpu
-        if kind == "accel":
-            return self.accel
-        raise ProfileError(f"unknown device kind {kind!r}; expected 'cpu' or 'accel'")
 
 
 def _rates(profile: HardwareProfile, cls: str) -> tuple[float, float]:
@@ -184,11 +246,15 @@ def _dtype_of(node: OpNode) -> str:
     return "float32"
 
 
-def _byte_split(node: OpNode) -> tuple[float, float]:
-    """(float32 elements, bytes of everything else) that the op reads and writes."""
+def _byte_split(node: OpNode, widen_half: bool = False) -> tuple[float, float]:
+    """(float32 elements, bytes of everything else) that the op reads and writes.
+
+    ``widen_half``: float16 tensors count as float32 (a device that computes in float32).
+    """
     f32 = other = 0.0
+    wide = ("float32", "float16") if widen_half else ("float32",)
     for spec in (*node.inputs, *node.weights, *node.outputs):
-        if spec.dtype == "float32":
+        if spec.dtype in wide:
             f32 += math.prod(spec.shape)
         else:
             other += math.prod(spec.shape) * DTYPE_BYTES.get(spec.dtype, 4)

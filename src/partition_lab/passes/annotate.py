@@ -1,4 +1,4 @@
-"""Support verdicts for every node: the target's rules, then the user's exclusions."""
+"""Support verdicts for every (node, device): each device's rules, then the user's exclusions."""
 
 from __future__ import annotations
 
@@ -8,7 +8,31 @@ from typing import Any
 
 from ..errors import ExclusionError
 from ..graph import OpGraph
-from ..plan import Verdict
+from ..plan import CPU, Support, Verdict, host_verdict
+from ..platform import Platform
+
+
+def support_table(
+    graph: OpGraph,
+    platform: Platform,
+    excl_node_names: Iterable[str] = (),
+    exclude_ops: Iterable[str] = (),
+) -> Support:
+    """Every device's verdict per node; exclusions keep nodes off every device but the host.
+
+    The host supports every op. ``excl_node_names`` / ``exclude_ops`` as in
+    :func:`support_verdicts`, applied to each non-host device.
+    """
+    names = list(dict.fromkeys(excl_node_names))
+    ops = list(dict.fromkeys(exclude_ops))
+    _check_exclusions(graph, names, ops)
+    table = {}
+    for device in platform.devices:
+        if device.name == CPU:
+            table[CPU] = [host_verdict() for _ in range(len(graph))]
+        else:
+            table[device.name] = support_verdicts(graph, device.spec, names, ops)
+    return Support(platform, table)
 
 
 def support_verdicts(

@@ -1,8 +1,15 @@
 """What every strategy shares: the protocol, plan building, anchor legality, region wording.
 
 A strategy is a frozen dataclass whose fields are its options (settable from the command line as
-``--option key=value``); ``run(graph, verdicts, *, target, cost_model)`` returns a validated-shape
-:class:`~partition_lab.plan.PartitionPlan` in which every CPU op carries the reason it is there.
+``--option key=value``); ``run(graph, support, *, cost_model)`` returns a validated-shape
+:class:`~partition_lab.plan.PartitionPlan` in which every op off its preferred device carries the
+reason it is there. ``support`` is a :class:`~partition_lab.plan.Support` (every (op, device)
+verdict of a platform) or, for one accelerator + the host, that accelerator's verdict list with
+``target=`` naming it.
+
+An :class:`Assignment` is a device index per node (indices into the platform's devices, most
+preferred first); when a strategy takes an op off a device, it goes to the op's *fallback*: the
+next device in preference order that supports it (Tensor Cores -> CUDA cores -> host).
 """
 
 from __future__ import annotations
@@ -14,7 +21,8 @@ from typing import Any, ClassVar
 from ..cost_models.base import CostModel
 from ..errors import PartitionLabError
 from ..graph import OpGraph
-from ..plan import CPU, PartitionPlan, Verdict
+from ..plan import CPU, PartitionPlan, Support, Verdict, as_support
+from ..platform import Platform
 from ..regions import form_regions
 
 
@@ -26,9 +34,13 @@ class Strategy:
     summary: ClassVar[str] = ""
     needs_cost_model: ClassVar[bool] = False
 
-    def run(self, graph: OpGraph, verdicts: Sequence[Verdict], *, target: str,
-            cost_model: CostModel | None = None) -> PartitionPlan:
-        """Partition ``graph`` for ``target`` given per-node support ``verdicts``."""
+    def run(self, graph: OpGraph, support: Support | Sequence[Verdict], *,
+            target: str | None = None, cost_model: CostModel | None = None) -> PartitionPlan:
+        """Partition ``graph`` given per-(op, device) ``support`` (see the module docstring)."""
+        return self.plan(graph, as_support(support, target), cost_model)
+
+    def plan(self, graph: OpGraph, support: Support,
+             cost_model: CostModel | None) -> PartitionPlan:
         raise NotImplementedError
 
     def options(self) -> dict[str, Any]:
@@ -48,79 +60,114 @@ class Strategy:
 # ---------------------------------------------------------------------------- assignments
 @dataclass
 class Assignment:
-    """A device choice per node while a strategy works: accelerator flags plus CPU reasons."""
+    """A device index per node while a strategy works, plus the reasons of moved nodes."""
 
     graph: OpGraph
-    verdicts: Sequence[Verdict]
-    target: str
-    on_accel: list[bool]
+    support: Support
+    device: list[int]
     reasons: dict[int, str]
 
     @classmethod
-    def supported(cls, graph: OpGraph, verdicts: Sequence[Verdict], target: str) -> Assignment:
-        """Every supported op on the accelerator (the greedy start)."""
-        check_verdicts(graph, verdicts)
-        return cls(graph, verdicts, target, [v.supported for v in verdicts], {})
+    def preferred(cls, graph: OpGraph, support: Support) -> Assignment:
+        """Every op on its most preferred supporting device (the greedy start)."""
+        check_support(graph, support)
+        return cls(graph, support, [support.preferred(n) for n in range(len(graph))], {})
+
+    @classmethod
+    def on_host(cls, graph: OpGraph, support: Support, reason: str) -> Assignment:
+        """Every op on the host; ``reason`` for those that another device supports."""
+        host = support.platform.host_index
+        reasons = {n: reason for n in range(len(graph)) if support.preferred(n) != host}
+        return cls(graph, support, [host] * len(graph), reasons)
+
+    @property
+    def platform(self) -> Platform:
+        return self.support.platform
+
+    @property
+    def target(self) -> str:
+        return self.platform.name
+
+    @property
+    def host(self) -> int:
+        return self.platform.host_index
+
+    def name(self, device: int) -> str:
+        return self.platform.devices[device].name
 
     def devices(self) -> list[str]:
-        return [self.target if a else CPU for a in self.on_accel]
+        names = self.platform.names
+        return [names[d] for d in self.device]
 
     def regions(self) -> list[list[int]]:
-        return form_regions(self.graph, self.devices())
+        return form_regions(self.graph, self.devices(), default_device=self.platform.main.name)
+
+    def move(self, nodes: Iterable[int], device: int, reason: str = "") -> None:
+        """Put ``nodes`` on ``device``; a node back on its preferred device loses its reason."""
+        for n in nodes:
+            self.device[n] = device
+            if device == self.support.preferred(n):
+                self.reasons.pop(n, None)
+            elif reason:
+                self.reasons[n] = reason
+
+    def fall_back(self, nodes: Iterable[int], reason: str) -> None:
+        """Each node to its next supporting device after its current one."""
+        for n in nodes:
+            self.device[n] = self.support.fallback(n, self.device[n])
+            self.reasons[n] = reason
 
     def move_to_cpu(self, nodes: Iterable[int], reason: str) -> None:
+        self.move(nodes, self.host, reason)
         for n in nodes:
-            self.on_accel[n] = False
             self.reasons[n] = reason
 
     def copy(self) -> Assignment:
-        return Assignment(self.graph, self.verdicts, self.target, list(self.on_accel),
-                          dict(self.reasons))
+        return Assignment(self.graph, self.support, list(self.device), dict(self.reasons))
 
 
-def check_verdicts(graph: OpGraph, verdicts: Sequence[Verdict]) -> None:
-    if len(verdicts) != len(graph):
+def check_support(graph: OpGraph, support: Support) -> None:
+    if len(support) != len(graph):
         raise PartitionLabError(
-            f"got {len(verdicts)} verdicts for a graph of {len(graph)} nodes; need one per node")
-
-
-def is_anchored(verdicts: Sequence[Verdict]) -> bool:
-    """Whether the target only accepts accelerator regions that hold an anchor op."""
-    return any(v.anchor for v in verdicts)
+            f"got {len(support)} verdicts for a graph of {len(graph)} nodes; need one per node")
 
 
 def legalize(state: Assignment) -> list[list[int]]:
-    """Drop anchorless accelerator regions to the CPU and re-form regions until stable.
+    """Move anchorless regions of anchored devices to their fallback and re-form until stable.
 
     Returns the final regions (as :func:`~partition_lab.regions.form_regions` gives them).
     """
-    anchored = is_anchored(state.verdicts)
+    support = state.support
+    anchored = [support.anchored(d) for d in range(len(state.platform.devices))]
     while True:
         regions = state.regions()
-        if not anchored:
+        if not any(anchored):
             return regions
         dropped = False
         for members in regions:
-            if state.on_accel[members[0]] and not any(state.verdicts[n].anchor for n in members):
+            device = state.device[members[0]]
+            if anchored[device] and not any(support.verdict(n, device).anchor for n in members):
                 # No region label: this group is never a region of the final plan.
-                state.move_to_cpu(members, (
-                    f"its group of supported ops holds no {state.target} compute op "
+                state.fall_back(members, (
+                    f"its group of supported ops holds no {state.name(device)} compute op "
                     f"(only {op_list(state.graph, members)}) to ride along with"))
                 dropped = True
         if not dropped:
             return regions
 
 
-def greedy_start(graph: OpGraph, verdicts: Sequence[Verdict],
-                 target: str) -> tuple[Assignment, list[list[int]]]:
-    """Every supported op on the accelerator, anchors legalised: greedy's plan, as a state."""
-    state = Assignment.supported(graph, verdicts, target)
+def greedy_start(graph: OpGraph, support: Support) -> tuple[Assignment, list[list[int]]]:
+    """Every op on its preferred device, anchors legalised: greedy's plan, as a state."""
+    state = Assignment.preferred(graph, support)
     return state, legalize(state)
 
 
-def accel_regions(state: Assignment, regions: Sequence[Sequence[int]]) -> list[tuple[int, list[int]]]:
-    """``(index, members)`` of the accelerator regions, index = the region's plan id."""
-    return [(i, list(r)) for i, r in enumerate(regions) if state.on_accel[r[0]]]
+def offload_regions(state: Assignment, regions: Sequence[Sequence[int]],
+                    roles: Iterable[str] = ("byoc", "main")) -> list[tuple[int, list[int]]]:
+    """``(index, members)`` of the regions on devices of ``roles`` (index = the plan's id)."""
+    wanted = set(roles)
+    devices = state.platform.devices
+    return [(i, list(r)) for i, r in enumerate(regions) if devices[state.device[r[0]]].role in wanted]
 
 
 # ---------------------------------------------------------------------------- wording
@@ -130,10 +177,20 @@ def op_list(graph: OpGraph, nodes: Iterable[int], limit: int = 4) -> str:
     return ", ".join(ops[:limit]) + (f" and {len(ops) - limit} more" if len(ops) > limit else "")
 
 
-def describe_region(graph: OpGraph, index: int, nodes: Sequence[int]) -> str:
+def region_label(state: Assignment, index: int, device: int) -> str:
+    """The label the plan gives region ``index`` on ``device`` (``accel2``, ``cuda4``)."""
+    accelerators = state.platform.accelerators
+    name = state.name(device)
+    if name == CPU:
+        return f"cpu{index}"
+    return f"{'accel' if len(accelerators) == 1 else name}{index}"
+
+
+def describe_region(state: Assignment, index: int, nodes: Sequence[int]) -> str:
     """``"region accel2 (2 ops: nn.batch_norm, nn.relu)"``."""
     count = len(nodes)
-    return f"region accel{index} ({count} op{'s' if count != 1 else ''}: {op_list(graph, nodes)})"
+    label = region_label(state, index, state.device[nodes[0]])
+    return f"region {label} ({count} op{'s' if count != 1 else ''}: {op_list(state.graph, nodes)})"
 
 
 def ms(seconds: float) -> str:
@@ -151,14 +208,10 @@ def ms(seconds: float) -> str:
 # ---------------------------------------------------------------------------- plans
 def make_plan(strategy: Strategy, state: Assignment, regions: Sequence[Sequence[int]],
               notes: Iterable[str] = ()) -> PartitionPlan:
-    """The plan for ``state`` with its already-formed ``regions`` (what ``from_assignment`` does).
-
-    ``regions`` must be ``form_regions`` of the state's devices; building the plan from them
-    saves forming them again on large graphs.
-    """
-    return PartitionPlan.from_regions(
-        state.graph, state.target, strategy.name, state.devices(), regions, state.verdicts,
-        state.reasons, _plain_options(strategy.options()), notes)
+    """The plan for ``state`` with its already-formed ``regions`` (``state.regions()``)."""
+    return PartitionPlan.from_devices(
+        state.graph, state.support, strategy.name, state.devices(), state.reasons,
+        _plain_options(strategy.options()), notes, groups=regions)
 
 
 def _plain_options(options: Mapping[str, Any]) -> dict[str, Any]:

@@ -7,15 +7,13 @@ accelerator, and single boundary-op moves, each kept only if the exact predicted
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..cost_models.base import CostModel
 from ..errors import PartitionLabError
 from ..graph import OpGraph
-from ..plan import CPU, PartitionPlan, Verdict
-from ..regions import form_regions
-from .base import Strategy, greedy_start, make_plan, ms
+from ..plan import PartitionPlan, Support
+from .base import Assignment, Strategy, greedy_start, make_plan, ms
 from .costing import CostTables
 from .local_search import improve
 
@@ -40,27 +38,37 @@ class CostBased(Strategy):
             raise PartitionLabError(f"strategy 'cost': option tolerance must be in [0, 1), "
                                     f"got {self.tolerance}")
 
-    def run(self, graph: OpGraph, verdicts: Sequence[Verdict], *, target: str,
-            cost_model: CostModel | None = None) -> PartitionPlan:
+    def plan(self, graph: OpGraph, support: Support,
+             cost_model: CostModel | None = None) -> PartitionPlan:
         model = self.require_model(cost_model)
-        tables = CostTables(graph, model)
-        state, regions = greedy_start(graph, verdicts, target)
+        tables = CostTables(graph, model, support.platform)
+        state, regions = greedy_start(graph, support)
         result = improve(state, regions, tables, max_rounds=self.max_rounds,
                          tolerance=self.tolerance)
         note = (f"cost: {result.accepted} move(s) kept in {result.rounds} round(s); predicted "
                 f"{ms(result.start_total)} (greedy) -> {ms(result.total)} under {model.name}")
         regions, total = result.regions, result.total
-        # The moves are local: excluding every region at once can still win where each
-        # exclusion alone does not (copies between many small regions).
-        on_cpu = [False] * len(graph)
-        cpu_total = tables.compute(on_cpu) + tables.overhead_cpu  # at least one CPU island
-        if cpu_total < total:
-            cpu_regions = form_regions(graph, [CPU] * len(graph))
-            cpu_total = tables.total(on_cpu, cpu_regions)
-        if cpu_total < total:
-            reason = (f"all accelerator regions excluded: predicted {ms(cpu_total)} with every "
-                      f"op on the CPU vs {ms(total)} for the best plan with accelerator regions")
-            state.move_to_cpu([n for n, on in enumerate(state.on_accel) if on], reason)
-            regions = cpu_regions
-            note += f"; excluding every region predicts {ms(cpu_total)}, taken"
+        # The moves are local: putting everything on one device at once can still win where
+        # each exclusion alone does not (copies between many small regions).
+        for single in _single_device_plans(graph, support):
+            single_regions = single.regions()
+            single_total = tables.total(single.device, single_regions)
+            if single_total < total:
+                where = single.name(single.device[0])
+                reason = (f"every op on {where}: predicted {ms(single_total)} vs {ms(total)} "
+                          "for the best plan over several devices")
+                for n in range(len(graph)):
+                    if single.device[n] != state.device[n]:
+                        state.move((n,), single.device[n], reason)
+                regions, total = single_regions, single_total
+                note += f"; every op on {where} predicts {ms(single_total)}, taken"
         return make_plan(self, state, regions, [note])
+
+
+def _single_device_plans(graph: OpGraph, support: Support) -> list[Assignment]:
+    """Every op on one device, for each device that supports every op (the host always does)."""
+    out = []
+    for index in range(len(support.platform.devices)):
+        if all(v.supported for v in support.of(index)) and not support.anchored(index):
+            out.append(Assignment(graph, support, [index] * len(graph), {}))
+    return out

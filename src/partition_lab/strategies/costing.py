@@ -1,52 +1,70 @@
 """Fast plan costing for strategies that search: the cost model's numbers, tabulated once.
 
-:class:`CostTables` holds every op's time on both devices and every tensor's copy time in each
-direction, so a strategy can price a whole assignment (``total``) or one move (``move_delta``)
-without building plans. ``total`` equals ``evaluate(plan, model).total`` for the plan of the same
-assignment (tests check it): compute per node, one invocation overhead per region, and one copy
-per tensor per direction that it crosses (graph inputs start on the host, outputs end there).
+:class:`CostTables` holds every op's time on every device of the platform and every tensor's
+crossing time between every pair of domains (memory space, precision), so a strategy can price a
+whole assignment (``total``) or one move (``move_delta``) without building plans. ``total``
+equals ``evaluate(plan, model).total`` for the plan of the same assignment (tests check it):
+compute per node, one invocation overhead per region, and one crossing per tensor per
+destination domain (graph inputs start on the host, outputs end there).
+
+An assignment here is a list of device indices (the platform's device order).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 
 from ..cost_models.base import CostModel
 from ..graph import OpGraph
+from ..platform import Platform
 
 
 class CostTables:
-    """Per-node and per-tensor times of one graph under one cost model.
+    """Per-(device, node) and per-tensor times of one graph under one cost model.
 
-    Tensors are columns of parallel lists: ``producer`` (-1 for a graph input), ``consumers``,
-    ``is_output``, ``to_accel`` / ``to_cpu`` (copy time in each direction). ``touching[n]`` lists
-    the tensors node ``n`` produces or consumes; ``neighbours[n]`` its producers and consumers.
+    ``time[d][n]``: node ``n`` on device ``d`` (``inf`` where ``d`` does not support it when
+    ``support`` is given). ``overhead[d]``: one region on ``d``. ``dom[d]``: the domain index of
+    device ``d``; ``cross[t][a * K + b]``: tensor ``t`` from domain ``a`` to ``b``. Tensors are
+    columns of parallel lists: ``producer`` (-1 for a graph input), ``consumers``, ``is_output``.
+    ``touching[n]`` lists the tensors node ``n`` produces or consumes; ``neighbours[n]`` its
+    producers and consumers.
     """
 
-    def __init__(self, graph: OpGraph, model: CostModel) -> None:
+    def __init__(self, graph: OpGraph, model: CostModel, platform: Platform) -> None:
         self.graph = graph
         self.model = model
-        both = getattr(model, "op_times_both", None)  # a faster path some models offer
-        if both is not None:
-            self.cpu, self.accel = both(graph.nodes)
-        else:
-            self.cpu = [model.op_time(node, "cpu") for node in graph]
-            self.accel = [model.op_time(node, "accel") for node in graph]
-        self.overhead_accel = model.region_overhead("accel")
-        self.overhead_cpu = model.region_overhead("cpu")
+        self.platform = platform
+        names = platform.names
+        self.devices = len(names)
+        self.host = platform.host_index
+        many = getattr(model, "op_times", None)
+        self.time: list[list[float]] = [
+            list(many(graph.nodes, name)) if many else [model.op_time(n, name) for n in graph]
+            for name in names]
+        self.overhead = [model.region_overhead(name) for name in names]
+        domains = platform.domains()
+        self.domain_count = len(domains)
+        self.dom = [domains.index(d.domain) for d in platform.devices]
+        self.host_dom = self.dom[self.host]
+        # A representative device per domain: transfer_time takes device names.
+        reps = [names[self.dom.index(k)] for k in range(len(domains))]
+        pairs = [(a, b) for a in range(len(domains)) for b in range(len(domains)) if a != b]
+        K = self.domain_count
         self.producer: list[int] = []
         self.consumers: list[tuple[int, ...]] = []
         self.is_output: list[bool] = []
-        self.to_accel: list[float] = []
-        self.to_cpu: list[float] = []
+        self.cross: list[list[float]] = []
         self.touching: list[list[int]] = [[] for _ in range(len(graph))]
         for index, t in enumerate(graph.tensors):
             producer = -1 if t.producer is None else t.producer
             self.producer.append(producer)
             self.consumers.append(t.consumers)
             self.is_output.append(t.is_output)
-            self.to_accel.append(model.transfer_time(t.nbytes, "cpu", "accel"))
-            self.to_cpu.append(model.transfer_time(t.nbytes, "accel", "cpu"))
+            row = [0.0] * (K * K)
+            for a, b in pairs:
+                row[a * K + b] = model.transfer_time(t.nbytes, reps[a], reps[b])
+            self.cross.append(row)
             if producer >= 0:
                 self.touching[producer].append(index)
             for c in t.consumers:
@@ -61,67 +79,76 @@ class CostTables:
     def tensor_count(self) -> int:
         return len(self.producer)
 
+    def restrict(self, allowed: Sequence[Sequence[int]]) -> None:
+        """Set ``time[d][n]`` to ``inf`` where ``d`` is not in ``allowed[n]``."""
+        for d in range(self.devices):
+            row = self.time[d]
+            for n, ok in enumerate(allowed):
+                if d not in ok:
+                    row[n] = math.inf
+
     # ------------------------------------------------------------------ pieces
-    def tensor_cost(self, index: int, on_accel: Sequence[bool]) -> float:
-        """Copies of one tensor: at most one per direction."""
+    def tensor_cost(self, index: int, device: Sequence[int]) -> float:
+        """Crossings of one tensor: at most one per destination domain."""
+        dom = self.dom
         producer = self.producer[index]
-        if producer >= 0 and on_accel[producer]:
-            if self.is_output[index]:
-                return self.to_cpu[index]
-            for c in self.consumers[index]:
-                if not on_accel[c]:
-                    return self.to_cpu[index]
-            return 0.0
+        src = self.host_dom if producer < 0 else dom[device[producer]]
+        cost = 0.0
+        seen = 1 << src
+        row = self.cross[index]
+        base = src * self.domain_count
         for c in self.consumers[index]:
-            if on_accel[c]:
-                return self.to_accel[index]
-        return 0.0
+            k = dom[device[c]]
+            if not seen >> k & 1:
+                seen |= 1 << k
+                cost += row[base + k]
+        if self.is_output[index] and not seen >> self.host_dom & 1:
+            cost += row[base + self.host_dom]
+        return cost
 
-    def compute(self, on_accel: Sequence[bool]) -> float:
-        return sum(a if on else c for a, c, on in zip(self.accel, self.cpu, on_accel, strict=True))
+    def compute(self, device: Sequence[int]) -> float:
+        time = self.time
+        return sum(time[d][n] for n, d in enumerate(device))
 
-    def transfer(self, on_accel: Sequence[bool]) -> float:
+    def transfer(self, device: Sequence[int]) -> float:
         cost = self.tensor_cost
-        return sum(cost(i, on_accel) for i in range(self.tensor_count))
+        return sum(cost(i, device) for i in range(self.tensor_count))
 
-    def overhead(self, on_accel: Sequence[bool], regions: Iterable[Sequence[int]]) -> float:
-        accel = cpu = 0
-        for members in regions:
-            if on_accel[members[0]]:
-                accel += 1
-            else:
-                cpu += 1
-        return accel * self.overhead_accel + cpu * self.overhead_cpu
+    def overhead_of(self, device: Sequence[int], regions: Iterable[Sequence[int]]) -> float:
+        overhead = self.overhead
+        return sum(overhead[device[members[0]]] for members in regions)
 
-    def total(self, on_accel: Sequence[bool], regions: Iterable[Sequence[int]]) -> float:
+    def total(self, device: Sequence[int], regions: Iterable[Sequence[int]]) -> float:
         """Predicted time of the assignment whose regions are ``regions``."""
-        return (self.compute(on_accel) + self.transfer(on_accel)
-                + self.overhead(on_accel, regions))
+        return self.compute(device) + self.transfer(device) + self.overhead_of(device, regions)
 
     # ------------------------------------------------------------------ moves
     def touched(self, nodes: Iterable[int]) -> set[int]:
         touching = self.touching
         return {i for n in nodes for i in touching[n]}
 
-    def move_delta(self, nodes: Sequence[int], on_accel: list[bool]) -> tuple[float, float]:
-        """(compute, transfer) change if every node in ``nodes`` (distinct) switched device.
+    def move_delta(self, nodes: Sequence[int], device: list[int],
+                   targets: Sequence[int]) -> tuple[float, float]:
+        """(compute, transfer) change if each of ``nodes`` (distinct) moved to its ``targets``.
 
-        Region overheads are left out: they depend on how regions re-form.
-        ``on_accel`` is restored before returning.
+        Region overheads are left out: they depend on how regions re-form. ``device`` is
+        restored before returning.
         """
         touched = self.touched(nodes)
         cost = self.tensor_cost
-        before = sum(cost(i, on_accel) for i in touched)
+        before = sum(cost(i, device) for i in touched)
+        time = self.time
         compute = 0.0
-        for n in nodes:
-            compute += (self.cpu[n] - self.accel[n]) if on_accel[n] else (self.accel[n] - self.cpu[n])
-            on_accel[n] = not on_accel[n]
-        after = sum(cost(i, on_accel) for i in touched)
-        for n in nodes:
-            on_accel[n] = not on_accel[n]
+        old = [device[n] for n in nodes]
+        for n, to in zip(nodes, targets, strict=True):
+            compute += time[to][n] - time[device[n]][n]
+            device[n] = to
+        after = sum(cost(i, device) for i in touched)
+        for n, was in zip(nodes, old, strict=True):
+            device[n] = was
         return compute, after - before
 
-    def copies_of(self, nodes: Iterable[int], on_accel: Sequence[bool]) -> float:
-        """Copy time of the tensors that enter or leave ``nodes`` under ``on_accel``."""
+    def copies_of(self, nodes: Iterable[int], device: Sequence[int]) -> float:
+        """Crossing time of the tensors that enter or leave ``nodes`` under ``device``."""
         cost = self.tensor_cost
-        return sum(cost(i, on_accel) for i in self.touched(nodes))
+        return sum(cost(i, device) for i in self.touched(nodes))

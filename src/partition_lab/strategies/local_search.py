@@ -1,10 +1,12 @@
 """Cost-driven local search over device assignments (used by ``cost`` and ``optimal``).
 
-Moves, each priced with :class:`~.costing.CostTables` before it is tried:
+Moves over the devices of a platform, each priced with :class:`~.costing.CostTables` before it
+is tried:
 
-* exclude an accelerator region (all its ops to the CPU): saves its launch and its copies;
-* absorb a CPU island of supported ops into the accelerator (merging its neighbour regions);
-* move one boundary op to the other device.
+* exclude a region off the host (each op to its fallback: the next device that supports it):
+  saves its launch and maybe its copies;
+* absorb a region into a neighbouring region's device when that device supports all its ops;
+* move one boundary op to a neighbour's device that supports it.
 
 Launch savings are predicted pessimistically (a region may split, a merge may be forbidden by a
 cycle), so predictions rarely promise too much. A round prices every candidate, then walks them
@@ -22,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from .base import Assignment, accel_regions, describe_region, legalize, ms
+from .base import Assignment, describe_region, legalize, ms, offload_regions, region_label
 from .costing import CostTables
 
 EPS = 1e-12
@@ -30,20 +32,20 @@ EPS = 1e-12
 
 @dataclass(frozen=True)
 class Move:
-    """Switch ``nodes`` to the accelerator (``to_accel``) or to the CPU, predicted to save ``gain``.
+    """Put each of ``nodes`` on its device in ``targets``, predicted to save ``gain``.
 
     ``launches`` is the region-launch time the move is expected to save (positive) or add.
     """
 
     nodes: tuple[int, ...]
-    to_accel: bool
+    targets: tuple[int, ...]
     gain: float
     launches: float = 0.0
     reason: str = ""
 
     @property
-    def key(self) -> tuple[tuple[int, ...], bool]:
-        return self.nodes, self.to_accel
+    def key(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        return self.nodes, self.targets
 
 
 @dataclass
@@ -62,9 +64,9 @@ def improve(state: Assignment, regions: list[list[int]], tables: CostTables, *,
 
     ``tolerance``: also stop after a round that saved less than this fraction of the total.
     """
-    total = tables.total(state.on_accel, regions)
+    total = tables.total(state.device, regions)
     result = SearchResult(regions, total, total)
-    tabu: set[tuple[tuple[int, ...], bool]] = set()
+    tabu: set[tuple[tuple[int, ...], tuple[int, ...]]] = set()
     near: set[int] | None = None  # nodes changed by the last round; None: look everywhere
     while result.rounds < max_rounds:
         threshold = EPS * max(1.0, result.total)
@@ -101,7 +103,7 @@ def _still_gaining(state: Assignment, moves: list[Move], tables: CostTables,
     one region often makes its neighbour's copies, and so its exclusion, worth it (a cascade
     that would otherwise cost one region formation per step).
     """
-    trial = list(state.on_accel)
+    trial = list(state.device)
     moved: set[int] = set()
     dirty: set[int] = set()  # nodes whose move price may differ from the candidate's
     taken: list[Move] = []
@@ -116,14 +118,14 @@ def _still_gaining(state: Assignment, moves: list[Move], tables: CostTables,
             continue
         gain = move.gain
         if not dirty.isdisjoint(move.nodes):
-            compute, transfer = tables.move_delta(move.nodes, trial)
+            compute, transfer = tables.move_delta(move.nodes, trial, move.targets)
             gain = move.launches - compute - transfer
         if gain <= threshold:
             for n in move.nodes:
                 waiting.setdefault(n, []).append(index)
             continue
-        for n in move.nodes:
-            trial[n] = move.to_accel
+        for n, to in zip(move.nodes, move.targets, strict=True):
+            trial[n] = to
         moved.update(move.nodes)
         dirty |= _widen(_widen(set(move.nodes), tables), tables)
         taken.append(move)
@@ -141,9 +143,9 @@ def _try(state: Assignment, batch: list[Move], tables: CostTables, result: Searc
     for move in batch:
         apply_move(trial, move)
     regions = legalize(trial)
-    total = tables.total(trial.on_accel, regions)
+    total = tables.total(trial.device, regions)
     if total < result.total - EPS * max(1.0, result.total):
-        state.on_accel, state.reasons = trial.on_accel, trial.reasons
+        state.device, state.reasons = trial.device, trial.reasons
         result.regions, result.total = regions, total
         result.accepted += len(batch)
         return True
@@ -151,12 +153,8 @@ def _try(state: Assignment, batch: list[Move], tables: CostTables, result: Searc
 
 
 def apply_move(state: Assignment, move: Move) -> None:
-    for n in move.nodes:
-        state.on_accel[n] = move.to_accel
-        if move.to_accel:
-            state.reasons.pop(n, None)
-        else:
-            state.reasons[n] = move.reason
+    for n, to in zip(move.nodes, move.targets, strict=True):
+        state.move((n,), to, move.reason)
 
 
 # ---------------------------------------------------------------------------- candidates
@@ -172,8 +170,8 @@ def candidate_moves(state: Assignment, regions: Sequence[Sequence[int]], tables:
         near = _widen(_widen(near, tables), tables)
         regions = [r for r in regions if not near.isdisjoint(r)]
     moves = [_exclusion(state, index, members, tables)
-             for index, members in accel_regions(state, regions)]
-    moves += _island_absorptions(state, regions, region_of, tables)
+             for index, members in offload_regions(state, regions)]
+    moves += _absorptions(state, regions, region_of, tables)
     nodes = range(len(state.graph)) if near is None else sorted(near)
     moves += _boundary_moves(state, region_of, tables, nodes)
     return moves
@@ -184,88 +182,107 @@ def _widen(nodes: set[int], tables: CostTables) -> set[int]:
 
 
 def _exclusion(state: Assignment, index: int, members: list[int], tables: CostTables) -> Move:
-    on = state.on_accel
-    copies_now = tables.copies_of(members, on)
-    compute, transfer = tables.move_delta(members, on)
-    accel_ops = sum(tables.accel[n] for n in members)
-    on_accel_cost = accel_ops + tables.overhead_accel + copies_now
-    on_cpu_cost = accel_ops + compute + copies_now + transfer
+    """The region's ops each to their fallback device."""
+    dev = state.device
+    device = dev[members[0]]
+    targets = tuple(state.support.fallback(n, device) for n in members)
+    copies_now = tables.copies_of(members, dev)
+    compute, transfer = tables.move_delta(members, dev, targets)
+    here_ops = sum(tables.time[device][n] for n in members)
+    launch = tables.overhead[device]
+    here_cost = here_ops + launch + copies_now
+    there_cost = here_ops + compute + copies_now + transfer
     copies_after = copies_now + transfer
-    cpu_text = ms(on_cpu_cost) + (f" incl. {ms(copies_after)} of copies" if copies_after > 0 else "")
-    reason = (f"{describe_region(state.graph, index, members)} excluded: predicted "
-              f"{ms(on_accel_cost)} on {state.target} incl. {ms(copies_now)} of copies and "
-              f"{ms(tables.overhead_accel)} launch vs {cpu_text} on CPU")
-    return Move(tuple(members), False, on_accel_cost - on_cpu_cost, tables.overhead_accel, reason)
+    where = _names(state, set(targets))
+    there_text = ms(there_cost) + (f" incl. {ms(copies_after)} of copies" if copies_after > 0 else "")
+    reason = (f"{describe_region(state, index, members)} excluded: predicted "
+              f"{ms(here_cost)} on {state.name(device)} incl. {ms(copies_now)} of copies and "
+              f"{ms(launch)} launch vs {there_text} on {where}")
+    return Move(tuple(members), targets, here_cost - there_cost, launch, reason)
 
 
-def _island_absorptions(state: Assignment, regions: Sequence[Sequence[int]],
-                        region_of: list[int], tables: CostTables) -> list[Move]:
-    """CPU islands of supported ops that touch accelerator regions: merge them in."""
-    on, neighbours, verdicts = state.on_accel, tables.neighbours, state.verdicts
+def _names(state: Assignment, devices: set[int]) -> str:
+    names = ["CPU" if d == state.host else state.name(d) for d in sorted(devices)]
+    return " and ".join(names)
+
+
+def _absorptions(state: Assignment, regions: Sequence[Sequence[int]],
+                 region_of: list[int], tables: CostTables) -> list[Move]:
+    """Regions whose ops a neighbouring region's device supports: move them all there."""
+    dev, neighbours, support = state.device, tables.neighbours, state.support
     moves = []
     for members in regions:
-        if on[members[0]] or not all(verdicts[n].supported for n in members):
-            continue
-        touching = {region_of[m] for n in members for m in neighbours[n] if on[m]}
-        if not touching:
-            continue
-        compute, transfer = tables.move_delta(members, on)
-        # Merging the touching regions would save launches, but a cycle may forbid it: count
-        # none, so that the prediction never promises more than the move can give.
-        moves.append(Move(tuple(members), True, -(compute + transfer), 0.0))
+        here = dev[members[0]]
+        around = {dev[m] for n in members for m in neighbours[n]} - {here}
+        for device in sorted(around):
+            if device == state.host or not all(device in support.allowed(n) for n in members):
+                continue
+            targets = (device,) * len(members)
+            compute, transfer = tables.move_delta(members, dev, targets)
+            # Merging into the touching regions would save launches, but a cycle may forbid
+            # it: count none, so that the prediction never promises more than the move gives.
+            moves.append(Move(tuple(members), targets, -(compute + transfer), 0.0))
     return moves
 
 
 def _boundary_moves(state: Assignment, region_of: list[int], tables: CostTables,
                     nodes: Iterable[int]) -> list[Move]:
-    on, verdicts, neighbours = state.on_accel, state.verdicts, tables.neighbours
+    dev, support, neighbours = state.device, state.support, tables.neighbours
     moves = []
     for n in nodes:
-        if not verdicts[n].supported:
+        allowed = support.allowed(n)
+        if len(allowed) < 2:
             continue
-        if on[n]:
-            if not _on_boundary(n, neighbours[n], on, tables):
+        here = dev[n]
+        options = {dev[m] for m in neighbours[n]}
+        edge = _at_graph_edge(n, tables)
+        if options == {here} and not edge:
+            continue  # inside a region: moving it alone would only add copies
+        options.add(support.fallback(n, here))
+        if edge:
+            options.add(state.host)
+        for to in sorted(options):
+            if to == here or to not in allowed:
                 continue
-        elif not any(on[m] for m in neighbours[n]):
-            continue
-        compute, transfer = tables.move_delta((n,), on)
-        launches = _launch_change(n, on, region_of, tables)
-        gain = launches - (compute + transfer)
-        if gain <= 0:
-            continue
-        reason = _boundary_reason(state, n, region_of[n], tables, compute, transfer) \
-            if on[n] else ""
-        moves.append(Move((n,), not on[n], gain, launches, reason))
+            compute, transfer = tables.move_delta((n,), dev, (to,))
+            launches = _launch_change(n, to, dev, region_of, tables)
+            gain = launches - (compute + transfer)
+            if gain <= 0:
+                continue
+            reason = _boundary_reason(state, n, region_of[n], to, tables, compute, transfer)
+            moves.append(Move((n,), (to,), gain, launches, reason))
     return moves
 
 
-def _launch_change(n: int, on: Sequence[bool], region_of: list[int], tables: CostTables) -> float:
-    """Launch time a one-op move saves (+) or adds (-), pessimistically.
-
-    Leaving a region through two or more of its ops may split it (one more launch). Joining the
-    accelerator may open a region of its own: the merge rule (TVM's, cycle-safe) often refuses
-    the join, and re-forming the regions is what tells, so a join must pay for a launch.
-    """
-    if on[n]:
-        mine = region_of[n]
-        inside = sum(1 for m in tables.neighbours[n] if on[m] and region_of[m] == mine)
-        return -tables.overhead_accel if inside >= 2 else 0.0
-    return -tables.overhead_accel
-
-
-def _on_boundary(n: int, neighbours: Sequence[int], on: Sequence[bool],
-                 tables: CostTables) -> bool:
-    if any(not on[m] for m in neighbours):
-        return True
+def _at_graph_edge(n: int, tables: CostTables) -> bool:
     return any(tables.producer[i] < 0 or tables.is_output[i] for i in tables.touching[n])
 
 
-def _boundary_reason(state: Assignment, n: int, region: int, tables: CostTables,
+def _launch_change(n: int, to: int, dev: Sequence[int], region_of: list[int],
+                   tables: CostTables) -> float:
+    """Launch time a one-op move saves (+) or adds (-), pessimistically.
+
+    Leaving a region through two or more of its ops may split it (one more launch). Joining
+    another device may open a region of its own: the merge rule (TVM's, cycle-safe) often
+    refuses the join, and re-forming the regions is what tells, so a join must pay a launch.
+    """
+    here = dev[n]
+    mine = region_of[n]
+    inside = sum(1 for m in tables.neighbours[n] if dev[m] == here and region_of[m] == mine)
+    split = tables.overhead[here] if inside >= 2 else 0.0
+    return -split - tables.overhead[to]
+
+
+def _boundary_reason(state: Assignment, n: int, region: int, to: int, tables: CostTables,
                      compute: float, transfer: float) -> str:
     node = state.graph[n]
-    return (f"{node.name} moved from region accel{region} to the CPU: predicted "
-            f"{ms(-(compute + transfer))} saved ({node.op} {ms(tables.accel[n])} on "
-            f"{state.target} vs {ms(tables.cpu[n])} on CPU; copies change by {ms(transfer)})")
+    here = state.device[n]
+    label = region_label(state, region, here)
+    where = "the CPU" if to == state.host else state.name(to)
+    return (f"{node.name} moved from region {label} to {where}: predicted "
+            f"{ms(-(compute + transfer))} saved ({node.op} {ms(tables.time[here][n])} on "
+            f"{state.name(here)} vs {ms(tables.time[to][n])} on {state.name(to)}; copies "
+            f"change by {ms(transfer)})")
 
 
 def _region_index(regions: Sequence[Sequence[int]], n: int) -> list[int]:

@@ -1,22 +1,19 @@
 """``optimal``: the minimum predicted time over all legal plans, or the best plan found with its gap.
 
-Legal plans: any subset of the supported ops on the accelerator, regions formed by
-:func:`~partition_lab.regions.form_regions`, every accelerator region holding an anchor op on
-anchored targets. The objective is ``evaluate(plan, cost_model).total``.
+Legal plans: each op on a device that supports it, regions formed by
+:func:`~partition_lab.regions.form_regions`, every region of an anchored device holding an anchor
+op. The objective is ``evaluate(plan, cost_model).total``.
 
-1. **Lower bound** (Stone's two-processor min-cut, 1977, as a linear program solved with HiGHS
-   through ``scipy.optimize.linprog``): ``x_v`` in [0, 1] per supported op, and per tensor
-   ``u_t >= x_c - x_p`` (a host-to-accelerator copy) and ``w_t >= x_p - x_c`` (a copy back; also
-   ``w_t >= x_p`` for graph outputs). This is a min-cut LP (each ``u_t`` is an auxiliary node), so
-   it is integral: a threshold cut of its solution is an optimal 0/1 assignment. It prices compute
-   and copies exactly but ignores region launches and anchors, so ``min(all_cpu, LP + one
-   launch)`` bounds every legal plan.
-2. **Candidates**: the min-cut assignment made legal and refined by the ``cost`` moves, plus the
+1. **Lower bound**, pricing compute and copies exactly but region launches only once per device
+   used, and ignoring anchors. Two devices: Stone's min-cut (1977), an integral LP solved as a
+   max-flow. More devices: an integer program over ``x[node, device]`` solved with HiGHS
+   (:mod:`.milp`); its dual bound is the lower bound.
+2. **Candidates**: the bound's assignment made legal and refined by the ``cost`` moves, plus the
    plans of every other strategy with default options (greedy, min_size, no_mac, cost, all_cpu,
-   all_accel). The cheapest wins, so ``optimal`` is never above another (default) strategy.
-3. **Exact search** when the supported ops are few (``exact_limit``): branch and bound over all
-   assignments, pruned by a bound (fixed compute and copies, ``min`` of both devices for the
-   undecided ops, one launch once any op is on the accelerator). The result is then proven.
+   all_accel). The cheapest wins.
+3. **Exact search** when the ops with a choice are few (``exact_limit``): branch and bound over
+   all assignments, pruned by a bound (fixed compute and copies, the cheapest device for the
+   undecided ops, one launch per device used). The result is then proven.
 
 The plan's notes say whether the result is proven optimal, or its gap to the lower bound.
 """
@@ -35,11 +32,12 @@ from scipy.sparse.csgraph import breadth_first_order, maximum_flow
 from ..cost_models.base import CostModel
 from ..errors import PartitionLabError
 from ..graph import OpGraph
-from ..plan import PartitionPlan, Verdict
+from ..plan import PartitionPlan, Support
 from .all_accel import AllAccel, NotApplicableError
-from .base import Assignment, Strategy, greedy_start, is_anchored, legalize, make_plan, ms
+from .base import Assignment, Strategy, greedy_start, legalize, make_plan, ms
 from .costing import CostTables
 from .local_search import improve
+from .milp import AssignmentProblem, solve_milp
 from .min_size import MinSize
 from .no_mac import NoMac
 
@@ -52,50 +50,50 @@ class Optimal(Strategy):
     summary = "minimum predicted time: min-cut bound + refinement + every strategy; exact when small"
     needs_cost_model = True
     exact_limit: int = field(default=16, metadata={
-        "help": "search all assignments exactly when at most this many ops are supported"})
+        "help": "search all assignments exactly when at most this many ops have a choice"})
     exact_budget: int = field(default=2_000_000, metadata={
-        "help": "... and 2**supported_ops * graph_ops is at most this"})
+        "help": "... and (assignments) * graph_ops is at most this"})
+    milp_seconds: float = field(default=60.0, metadata={
+        "help": "time limit of the integer program (three or more devices)"})
 
     def check_options(self) -> None:
         for key in ("exact_limit", "exact_budget"):
             if getattr(self, key) < 0:
                 raise PartitionLabError(f"strategy 'optimal': option {key} must be >= 0")
 
-    def run(self, graph: OpGraph, verdicts: Sequence[Verdict], *, target: str,
-            cost_model: CostModel | None = None) -> PartitionPlan:
+    def plan(self, graph: OpGraph, support: Support,
+             cost_model: CostModel | None = None) -> PartitionPlan:
         model = self.require_model(cost_model)
         start = time.perf_counter()
-        tables = CostTables(graph, model)
-        base = Assignment.supported(graph, verdicts, target)
-        supported = [n for n, on in enumerate(base.on_accel)
-                     if on and math.isfinite(tables.accel[n])]
-        candidates = _strategy_candidates(graph, verdicts, target, model, tables)
-        bound = min_cut_bound(tables, supported)
-        candidates.append(_from_min_cut(base, bound, tables))
+        tables = CostTables(graph, model, support.platform)
+        tables.restrict([support.allowed(n) for n in range(len(graph))])
+        free = [n for n in range(len(graph)) if len(support.allowed(n)) > 1]
+        candidates = _strategy_candidates(graph, support, model, tables)
+        bound = assignment_bound(tables, support, free, self.milp_seconds)
+        candidates.append(_from_bound(graph, support, bound, tables))
         best = min(candidates, key=lambda c: c.total)
         all_cpu = next(c.total for c in candidates if c.source == "all_cpu")
-        lower = _lower_bound(tables, supported, bound, all_cpu)
+        lower = _lower_bound(tables, free, bound, all_cpu)
         exact = None
-        if len(supported) <= self.exact_limit and \
-                2 ** len(supported) * max(1, len(graph)) <= self.exact_budget:
-            exact = branch_and_bound(base, supported, tables, best)
+        leaves = math.prod(len(support.allowed(n)) for n in free)
+        if len(free) <= self.exact_limit and leaves * max(1, len(graph)) <= self.exact_budget:
+            exact = branch_and_bound(graph, support, free, tables, best)
             best = exact.best
-        notes = [_note(best, lower, bound, exact, tables, time.perf_counter() - start)]
+        notes = [_note(best, lower, bound, exact, tables, leaves, time.perf_counter() - start)]
         state = best.state
-        _explain_cpu_ops(state, tables)
+        _explain_moved_ops(state, tables)
         return make_plan(self, state, best.regions, notes)
 
 
-def _lower_bound(tables: CostTables, supported: Sequence[int], bound: MinCutBound,
-                 all_cpu: float) -> float:
-    """No legal plan costs less: all_cpu is the only plan without an accelerator op, and any
-    other one pays at least the min-cut optimum (and each op's faster device) plus a launch."""
-    if not supported:
+def _lower_bound(tables: CostTables, free: Sequence[int], bound: Bound, all_cpu: float) -> float:
+    """No legal plan costs less: all_cpu is the only plan on the host alone; any other one pays
+    at least the bound (compute, copies, one launch per device used) and each op's fastest
+    device, plus the cheapest launch off the host."""
+    if not free:
         return all_cpu
-    fastest = list(tables.cpu)
-    for n in supported:
-        fastest[n] = min(tables.cpu[n], tables.accel[n])
-    return min(all_cpu, max(sum(fastest), bound.value) + tables.overhead_accel)
+    fastest = [min(tables.time[d][n] for d in range(tables.devices)) for n in range(len(tables.time[0]))]
+    launches = [o for d, o in enumerate(tables.overhead) if d != tables.host]
+    return min(all_cpu, max(sum(fastest) + min(launches, default=0.0), bound.value))
 
 
 # ---------------------------------------------------------------------------- candidates
@@ -107,14 +105,14 @@ class Candidate:
     total: float
 
 
-def _strategy_candidates(graph: OpGraph, verdicts: Sequence[Verdict], target: str,
-                         model: CostModel, tables: CostTables) -> list[Candidate]:
+def _strategy_candidates(graph: OpGraph, support: Support, model: CostModel,
+                         tables: CostTables) -> list[Candidate]:
     """The plans of the other strategies, all grown from one greedy start."""
-    start, regions = greedy_start(graph, verdicts, target)
-    out = [Candidate("greedy", start, regions, tables.total(start.on_accel, regions))]
+    start, regions = greedy_start(graph, support)
+    out = [Candidate("greedy", start, regions, tables.total(start.device, regions))]
 
     def add(source: str, state: Assignment, found: list[list[int]]) -> None:
-        out.append(Candidate(source, state, found, tables.total(state.on_accel, found)))
+        out.append(Candidate(source, state, found, tables.total(state.device, found)))
 
     for pruner, label in [(NoMac(), "no_mac"), (MinSize(), "min_size")]:
         state = start.copy()
@@ -122,58 +120,110 @@ def _strategy_candidates(graph: OpGraph, verdicts: Sequence[Verdict], target: st
     state = start.copy()
     result = improve(state, regions, tables)
     add("cost", state, result.regions)
-    cpu_only = Assignment(graph, verdicts, target, [False] * len(graph), {})
+    cpu_only = Assignment.on_host(graph, support, "all_cpu")
+    cpu_only.reasons = {}
     add("all_cpu", cpu_only, cpu_only.regions())
-    if all(v.supported for v in verdicts):
-        try:
-            plan = AllAccel().run(graph, verdicts, target=target, cost_model=model)
-        except NotApplicableError:
-            pass  # an anchored target with a region that has no anchor op
-        else:
-            everything = start.copy()
-            everything.on_accel = [True] * len(graph)
-            add("all_accel", everything, [list(r.nodes) for r in plan.regions])
+    try:
+        plan = AllAccel().run(graph, support, cost_model=model)
+    except NotApplicableError:
+        pass  # the primary accelerator rejects an op, or a region has no anchor op
+    else:
+        index = support.platform.index(support.platform.primary.name)
+        everything = Assignment(graph, support, [index] * len(graph), {})
+        add("all_accel", everything, [list(r.nodes) for r in plan.regions])
     return out
 
 
-def _from_min_cut(base: Assignment, bound: MinCutBound, tables: CostTables) -> Candidate:
-    state = base.copy()
-    for n in bound.supported:
-        if not bound.on_accel[n]:
-            state.on_accel[n] = False
+def _from_bound(graph: OpGraph, support: Support, bound: Bound,
+                tables: CostTables) -> Candidate:
+    state = Assignment(graph, support, list(bound.device), {})
     result = improve(state, legalize(state), tables)
-    return Candidate("min-cut + cost moves", state, result.regions, result.total)
+    return Candidate(f"{bound.method} + cost moves", state, result.regions, result.total)
 
 
 # ---------------------------------------------------------------------------- lower bound
 @dataclass
+class Bound:
+    """A lower bound on every plan but all-CPU, and the assignment that attains it."""
+
+    value: float
+    device: list[int]
+    method: str  # "min-cut" or "integer program"
+    slack: float  # how far rounding may have pushed value below the true minimum
+    proven: bool = True  # False: the solver stopped early; value is its dual bound
+
+
+def assignment_bound(tables: CostTables, support: Support, free: Sequence[int],
+                     seconds: float) -> Bound:
+    """Min-cut for two devices, the HiGHS integer program for more."""
+    launches = [o for d, o in enumerate(tables.overhead) if d != tables.host]
+    min_launch = min(launches, default=0.0)
+    preferred = [support.preferred(n) for n in range(len(support))]
+    if not free:
+        return Bound(tables.compute(preferred) + tables.transfer(preferred), preferred,
+                     "fixed", 0.0)
+    if tables.devices == 2:
+        cut = min_cut_bound(tables, free)
+        other = 1 - tables.host
+        device = [other if on else tables.host for on in cut.on_accel]
+        for n in range(len(device)):
+            if n not in cut.free_set:
+                device[n] = preferred[n]
+        return Bound(cut.value + min_launch, device, "min-cut", cut.slack)
+    problem = AssignmentProblem(
+        node_time=np.array(tables.time, dtype=float),
+        tensors=[(tables.producer[t], tuple(tables.consumers[t]), tables.is_output[t])
+                 for t in range(tables.tensor_count)],
+        domain_of_device=list(tables.dom), host_domain=tables.host_dom,
+        cross_time=np.array(tables.cross, dtype=float).reshape(
+            tables.tensor_count, tables.domain_count, tables.domain_count),
+        launch=np.array([0.0 if d == tables.host else o for d, o in enumerate(tables.overhead)]))
+    result = solve_milp(problem, time_limit=seconds)
+    return Bound(result.lower_bound, list(result.assignment), "integer program",
+                 1e-9 * max(1.0, abs(result.objective)), result.proven)
+
+
+@dataclass
 class MinCutBound:
-    """The compute + copy minimum over all assignments (no launches, no anchors)."""
+    """The compute + copy minimum over all two-device assignments (no launches, no anchors)."""
 
     value: float  # a lower bound: the cut with capacities rounded down
     on_accel: list[bool]
-    supported: list[int]
+    free_set: set[int]
     slack: float  # how far rounding may have pushed value below the true minimum
 
 
 def min_cut_bound(tables: CostTables, supported: Sequence[int]) -> MinCutBound:
-    """Stone's min-cut over the supported ops; ``value`` is a lower bound on compute + copies.
+    """Stone's min-cut over the ops with a choice; ``value`` bounds compute + copies.
 
-    Source side = CPU, sink side = accelerator. Per op, the extra time of its slower device is
-    an edge from the source (paid on the accelerator) or to the sink (paid on the CPU). A copy
-    to the accelerator is paid when the producer is on the CPU side and any consumer on the
-    accelerator side: an auxiliary node that every consumer pulls to the accelerator side, and
-    one finite edge from the producer to it; copies back mirror this. Capacities are rounded
-    down to integer units of at most 1e-9 of the total, so the cut value stays a lower bound.
+    Two devices: the host (source side) and the other one (sink side). Per op, the extra time
+    of its slower device is an edge from the source (paid off the host) or to the sink (paid on
+    the host). A copy off the host is paid when the producer is on the source side and any
+    consumer on the sink side: an auxiliary node that every consumer pulls to the sink side,
+    and one finite edge from the producer to it; copies back mirror this. Capacities are
+    rounded down to integer units of at most 1e-9 of the total, so the cut value stays a lower
+    bound.
     """
-    n = len(tables.cpu)
-    base = sum(tables.cpu)
-    if not supported:
-        return MinCutBound(base, [False] * n, [], 0.0)
-    node = {v: k + 2 for k, v in enumerate(supported)}  # 0: source (CPU), 1: sink (accel)
+    host, other = tables.host, 1 - tables.host
+    cpu, accel = tables.time[host], tables.time[other]
+    free = set(supported)
+    n = len(cpu)
+    # Ops without a choice sit where they must: fixed compute.
+    on_fixed = [(n_ in free) or math.isinf(cpu[n_]) for n_ in range(n)]
+    base = sum(accel[v] if (v not in free and on_fixed[v]) else cpu[v]
+               for v in range(n) if v not in free)
+    base += sum(cpu[v] for v in free)
+    h, a = tables.host_dom, tables.dom[other]
+    K = tables.domain_count
+    to_accel = [row[h * K + a] for row in tables.cross] if h != a else [0.0] * tables.tensor_count
+    to_cpu = [row[a * K + h] for row in tables.cross] if h != a else [0.0] * tables.tensor_count
+    node = {v: k + 2 for k, v in enumerate(supported)}  # 0: source (host), 1: sink (other)
+    for v in range(n):
+        if v not in free and on_fixed[v]:
+            node[v] = 1  # fixed off the host: the sink
     edges: list[tuple[int, int, float]] = []  # capacity math.inf = may not be cut
     for v in supported:
-        extra = tables.accel[v] - tables.cpu[v]
+        extra = accel[v] - cpu[v]
         base += min(extra, 0.0)
         if extra > 0:
             edges.append((0, node[v], extra))
@@ -182,18 +232,22 @@ def min_cut_bound(tables: CostTables, supported: Sequence[int]) -> MinCutBound:
     count = len(supported) + 2
     for t in range(tables.tensor_count):
         producer = node.get(tables.producer[t], 0)
-        consumers = [node[c] for c in tables.consumers[t] if c in node]
-        if consumers and tables.to_accel[t] > 0:
-            count = _fan_edge(edges, count, producer, consumers, tables.to_accel[t], True)
-        if producer and tables.to_cpu[t] > 0:
-            pinned = tables.is_output[t] or len(consumers) < len(tables.consumers[t])
-            count = _fan_edge(edges, count, producer, [0] if pinned else consumers,
-                              tables.to_cpu[t], False)
+        consumers = list(dict.fromkeys(node.get(c, 0) for c in tables.consumers[t]))
+        sinks = [c for c in consumers if c != 0]
+        if sinks and to_accel[t] > 0 and producer != 1:
+            count = _fan_edge(edges, count, producer, sinks, to_accel[t], True)
+        if producer != 0 and to_cpu[t] > 0:
+            pinned = tables.is_output[t] or 0 in consumers
+            sources = [c for c in consumers if c != 1]
+            if pinned:
+                count = _fan_edge(edges, count, producer, [0], to_cpu[t], False)
+            elif sources:
+                count = _fan_edge(edges, count, producer, sources, to_cpu[t], False)
     cut_value, sink_side = _max_flow(edges, count)
-    on = [False] * n
+    on = [bool(v not in free and on_fixed[v]) for v in range(n)]
     for v in supported:
         on[v] = node[v] in sink_side
-    return MinCutBound(base + cut_value[0], on, list(supported), cut_value[1])
+    return MinCutBound(base + cut_value[0], on, free, cut_value[1])
 
 
 def _fan_edge(edges: list[tuple[int, int, float]], count: int, producer: int,
@@ -239,44 +293,45 @@ class ExactResult:
     proven: bool = True
 
 
-def branch_and_bound(base: Assignment, supported: Sequence[int], tables: CostTables,
+def branch_and_bound(graph: OpGraph, support: Support, free: Sequence[int], tables: CostTables,
                      incumbent: Candidate) -> ExactResult:
-    """Search every assignment of the supported ops, pruning with a lower bound."""
-    search = _BranchAndBound(base, list(supported), tables, incumbent)
+    """Search every assignment of the ops with a choice, pruning with a lower bound."""
+    search = _BranchAndBound(graph, support, list(free), tables, incumbent)
     search.descend(0)
     return ExactResult(search.best, search.leaves)
 
 
 class _BranchAndBound:
-    def __init__(self, base: Assignment, supported: list[int], tables: CostTables,
+    def __init__(self, graph: OpGraph, support: Support, free: list[int], tables: CostTables,
                  incumbent: Candidate) -> None:
-        self.base = base
-        self.vars = supported
+        self.graph = graph
+        self.support = support
+        self.vars = free
         self.tables = tables
         self.best = incumbent
         self.leaves = 0
-        self.anchored = is_anchored(base.verdicts)
-        self.on = [False] * len(tables.cpu)
-        self.decided = [not base.on_accel[n] for n in range(len(tables.cpu))]
-        self.undecided_min = [min(tables.cpu[v], tables.accel[v]) for v in supported]
+        self.anchored = [support.anchored(d) for d in range(tables.devices)]
+        self.device = [support.preferred(n) for n in range(len(support))]
+        self.decided = [len(support.allowed(n)) == 1 for n in range(len(support))]
+        cheapest = [min(tables.time[d][v] for d in support.allowed(v)) for v in free]
         # Suffix sums: the cheapest the undecided ops can be.
-        self.rest = [0.0] * (len(supported) + 1)
-        for k in range(len(supported) - 1, -1, -1):
-            self.rest[k] = self.rest[k + 1] + self.undecided_min[k]
+        self.rest = [0.0] * (len(free) + 1)
+        for k in range(len(free) - 1, -1, -1):
+            self.rest[k] = self.rest[k + 1] + cheapest[k]
 
     def bound(self, k: int) -> float:
-        tables, on, decided = self.tables, self.on, self.decided
+        tables, device, decided = self.tables, self.device, self.decided
         total = self.rest[k]
-        for n in range(len(on)):
+        used = set()
+        for n in range(len(device)):
             if decided[n]:
-                total += tables.accel[n] if on[n] else tables.cpu[n]
+                total += tables.time[device[n]][n]
+                used.add(device[n])
         for i in range(tables.tensor_count):
             producer = tables.producer[i]
             if (producer < 0 or decided[producer]) and all(decided[c] for c in tables.consumers[i]):
-                total += tables.tensor_cost(i, on)
-        if any(on):
-            total += tables.overhead_accel
-        return total
+                total += tables.tensor_cost(i, device)
+        return total + sum(tables.overhead[d] for d in used)
 
     def descend(self, k: int) -> None:
         margin = 1e-12 * max(1.0, self.best.total)
@@ -287,62 +342,62 @@ class _BranchAndBound:
             return
         v = self.vars[k]
         self.decided[v] = True
-        for value in sorted((False, True), key=lambda a: self._op_time(v, a)):
-            self.on[v] = value
+        for d in sorted(self.support.allowed(v), key=lambda d: self.tables.time[d][v]):
+            self.device[v] = d
             self.descend(k + 1)
-        self.on[v] = False
+        self.device[v] = self.support.preferred(v)
         self.decided[v] = False
-
-    def _op_time(self, v: int, accel: bool) -> float:
-        return self.tables.accel[v] if accel else self.tables.cpu[v]
 
     def leaf(self) -> None:
         self.leaves += 1
-        state = self.base.copy()
-        state.on_accel = list(self.on)
+        state = Assignment(self.graph, self.support, list(self.device), {})
         regions = state.regions()
-        if self.anchored and any(
-                state.on_accel[r[0]] and not any(state.verdicts[n].anchor for n in r)
-                for r in regions):
-            return  # an accelerator region without an anchor op is not a legal plan
-        total = self.tables.total(state.on_accel, regions)
+        for r in regions:
+            d = state.device[r[0]]
+            if self.anchored[d] and not any(self.support.verdict(n, d).anchor for n in r):
+                return  # a region of an anchored device without an anchor op is not legal
+        total = self.tables.total(state.device, regions)
         if total < self.best.total - 1e-12 * max(1.0, self.best.total):
-            state.reasons = {}
             self.best = Candidate("exhaustive search", state, regions, total)
 
 
 # ---------------------------------------------------------------------------- wording
-def _note(best: Candidate, lower: float, bound: MinCutBound, exact: ExactResult | None,
-          tables: CostTables, seconds: float) -> str:
-    launches = sum(1 for r in best.regions if best.state.on_accel[r[0]])
+def _note(best: Candidate, lower: float, bound: Bound, exact: ExactResult | None,
+          tables: CostTables, leaves: int, seconds: float) -> str:
     found = f"best plan from {best.source}: {ms(best.total)}"
     if exact is not None:
-        return (f"optimal: proven optimal by exhaustive branch and bound over "
-                f"2^{len(bound.supported)} assignments ({exact.leaves} evaluated); {found}; "
-                f"{seconds:.2f} s")
-    if best.total - lower <= bound.slack + 1e-12 * max(1.0, best.total):
-        return f"optimal: proven optimal (equals the min-cut lower bound); {found}"
+        return (f"optimal: proven optimal by exhaustive branch and bound over {leaves} "
+                f"assignments ({exact.leaves} evaluated); {found}; {seconds:.2f} s")
+    if bound.proven and best.total - lower <= bound.slack + 1e-12 * max(1.0, best.total):
+        return f"optimal: proven optimal (equals the {bound.method} lower bound); {found}"
     gap = (best.total - lower) / lower if lower > 0 else math.inf
-    return (f"optimal: within {gap:.1%} of the lower bound {ms(lower)} (min-cut ignoring "
-            f"{launches} region launch(es) of {ms(tables.overhead_accel)} and anchor rules); "
-            f"not proven optimal; {found}; {seconds:.2f} s")
+    launches = len(best.regions)
+    stopped = "" if bound.proven else ", stopped at its time limit"
+    return (f"optimal: within {gap:.1%} of the lower bound {ms(lower)} ({bound.method}{stopped}, "
+            f"pricing launches once per device rather than per region ({launches} regions) and "
+            f"ignoring anchor rules); not proven optimal; {found}; {seconds:.2f} s")
 
 
-def _explain_cpu_ops(state: Assignment, tables: CostTables) -> None:
-    """Give every supported op the optimum left on the CPU a reason with numbers."""
-    for n, on in enumerate(state.on_accel):
-        if on or not state.verdicts[n].supported or n in state.reasons:
+def _explain_moved_ops(state: Assignment, tables: CostTables) -> None:
+    """Give every op the optimum left off its preferred device a reason with numbers."""
+    support = state.support
+    for n, d in enumerate(state.device):
+        preferred = support.preferred(n)
+        if d == preferred or n in state.reasons:
             continue
         node = state.graph[n]
-        compute, transfer = tables.move_delta((n,), state.on_accel)
+        compute, transfer = tables.move_delta((n,), state.device, (preferred,))
         change = compute + transfer
-        detail = (f"{node.op} {ms(tables.accel[n])} on {state.target} vs {ms(tables.cpu[n])} "
-                  f"on CPU, copies {'+' if transfer >= 0 else '-'}{ms(abs(transfer))}")
+        there = state.name(preferred)
+        where = "the CPU" if d == state.host else state.name(d)
+        detail = (f"{node.op} {ms(tables.time[preferred][n])} on {there} vs "
+                  f"{ms(tables.time[d][n])} on {state.name(d)}, copies "
+                  f"{'+' if transfer >= 0 else '-'}{ms(abs(transfer))}")
         if change >= 0:
-            state.reasons[n] = (f"kept on the CPU by the optimum: alone on {state.target} it "
-                                f"would add {ms(change)} ({detail})")
+            state.reasons[n] = (f"kept on {where} by the optimum: alone on {there} it would add "
+                                f"{ms(change)} ({detail})")
         else:
-            state.reasons[n] = (f"kept on the CPU by the optimum: alone on {state.target} it "
-                                f"would save {ms(-change)} ({detail}) but need a region launch "
-                                f"of {ms(tables.overhead_accel)} or an anchor op to ride along "
-                                "with")
+            state.reasons[n] = (f"kept on {where} by the optimum: alone on {there} it would save "
+                                f"{ms(-change)} ({detail}) but need a region launch of "
+                                f"{ms(tables.overhead[preferred])} or an anchor op to ride "
+                                "along with")
