@@ -212,11 +212,12 @@ def test_partition_writes_plan_json_and_relay_text(tiny_onnx, tmp_path, capsys):
     code, stdout, err = run(["partition", tiny_onnx, "--target", "neuron", "-o", out], capsys)
     assert code == 0, err
     plan = json.loads(out.read_text())
-    assert plan["schema"] == "partition_lab.plan/1" and plan["target"] == "neuron"
+    assert plan["schema"] == "partition_lab.plan/2" and plan["target"] == "neuron"
     sign = [n for n in plan["nodes"] if n["op"] == "sign"]
     assert sign and sign[0]["device"] == "cpu" and "not in neuron" in sign[0]["reason"]
     documented = set(re.findall(r'"(\w+)"', PLAN_JSON_DOC.split("(keys")[1]))
-    present = {*plan, *plan["regions"][0], *plan["nodes"][0], *plan["cost"],
+    present = {*plan, *plan["devices"][0], *plan["regions"][0], *plan["nodes"][0],
+               *plan["nodes"][0]["support"]["cpu"], *plan["cost"],
                *plan["cost"]["regions"][0], *plan["cost"]["cuts"][0]}
     assert present == documented
     relay = (tmp_path / "plan.relay").read_text()

@@ -35,13 +35,16 @@ MODEL_HELP = ("an .onnx file, an MXNet -symbol.json (its .params beside it), or 
               "(zoo:NAME:small for the small variant; see 'partition-lab zoo')")
 
 COMPARE_JSON_DOC = """\
---json prints one object, schema "partition_lab.compare/1" (keys always present):
-  {"schema": "partition_lab.compare/1", "graph": str, "target": str, "cost_model": str,
-   "ops": int, "best": str | null,          # lowest predicted total among applicable rows
+--json prints one object, schema "partition_lab.compare/2" (keys always present):
+  {"schema": "partition_lab.compare/2", "graph": str, "target": str, "cost_model": str,
+   "ops": int, "devices": [str],            # the platform's devices, most preferred first
+   "best": str | null,                      # lowest predicted total among applicable rows
    "rows": [{"strategy": str, "applicable": bool,
-             "accel_regions": int, "ops_on_accel": int,
+             "accel_regions": int, "ops_on_accel": int,   # regions / ops off the host
+             "ops_by_device": {device: int},
              "tensors_crossing": int, "bytes_crossing": float,
              "compute_cpu_s": float, "compute_accel_s": float, "transfer_s": float,
+             "compute_by_device_s": {device: float},
              "overhead_s": float, "total_s": float,   # predicted seconds
              "partition_s": float,                    # wall time of the strategy itself
              "notes": [str]}]}
@@ -51,17 +54,20 @@ unsupported op). Keys are stable: new keys may be added, none renamed or removed
 
 
 PLAN_JSON_DOC = """\
-PLAN.json, schema "partition_lab.plan/1" (keys always present; seconds and bytes as floats):
-  {"schema", "graph", "target", "strategy", "options": {...}, "notes": [str],
+PLAN.json, schema "partition_lab.plan/2" (keys always present; seconds and bytes as floats):
+  {"schema", "graph", "target", "strategy",
+   "devices": [{"name", "role", "memory", "compiler", "precision", "preference", "colour"}],
+   "options": {...}, "notes": [str],
    "regions": [{"id", "label", "device", "nodes": [int], "ops"}],
    "nodes": [{"id", "name", "op", "source_name", "device", "region", "reason",
-              "supported", "support_reason", "support_rule", "anchor"}],
-   "cost": {"model", "total_s", "compute_cpu_s", "compute_accel_s", "transfer_s",
-            "transfer_bytes", "overhead_s",
+              "support": {device: {"supported", "reason", "rule", "anchor"}}}],
+   "cost": {"model", "total_s", "compute_cpu_s", "compute_accel_s", "compute_by_device_s",
+            "transfer_s", "transfer_bytes", "overhead_s",
             "regions": [{"region", "label", "device", "ops", "compute", "overhead", "total"}],
             "cuts": [{"tensor", "producer", "consumers", "src", "dst", "shape", "dtype",
                       "nbytes", "time"}]} | null}
-Nodes are in id order (a topological order); keys may be added, none renamed or removed.
+Nodes are in id order (a topological order). Older plan/1 files (one accelerator + the host,
+one verdict per node) still load.
 """
 
 
@@ -329,7 +335,8 @@ class Job:
 
 def resolve_job(args: argparse.Namespace, *, default_model: bool = False) -> Job:
     """Check target, strategy, options and shapes up front, so bad input fails in milliseconds."""
-    from . import strategies, targets
+    from . import strategies
+    from .platform import get_platform
 
     model = args.model
     target_name, strategy = args.target, getattr(args, "strategy", None)
@@ -343,7 +350,7 @@ def resolve_job(args: argparse.Namespace, *, default_model: bool = False) -> Job
     strategy_options = {k: v for k, v in options.items() if k in strategy_fields}
     target_options = {k: v for k, v in options.items() if k not in strategy_fields}
     strategies.get_strategy(strategy, **strategy_options)  # raises UnknownStrategyError
-    targets.get_target(target_name, **target_options)  # raises UnknownTargetError
+    get_platform(target_name, **target_options)  # raises UnknownTargetError
     if args.profile:
         from .cost_models import load_profile
 
@@ -480,19 +487,22 @@ def run_compare(args: argparse.Namespace) -> int:
                            exclude_ops=tuple(args.exclude_op), cost_model=job.profile,
                            **job.target_options)
     with job.progress.step(f"comparing {len(names) if names else 'all'} strategies"):
-        comparison = compare_plans(analysis.graph, analysis.verdicts,
-                                   target=analysis.target.name, strategies=names,
+        comparison = compare_plans(analysis.graph, analysis.support, strategies=names,
                                    cost_model=analysis.cost_model)
     print(comparison.to_json() if args.json else comparison.to_table())
     return 0
 
 
 def run_targets(args: argparse.Namespace) -> int:
-    """``partition-lab targets``: every built-in target and its rules."""
+    """``partition-lab targets``: every built-in platform, its devices, and their rules."""
     from . import targets
+    from .platform import get_platform
 
     for i, name in enumerate(targets.available_targets()):
-        print(("\n" if i else "") + targets.get_target(name).describe())
+        platform = get_platform(name)
+        print(("\n" if i else "") + platform.describe())
+        for device in platform.accelerators:
+            print(device.spec.describe())
     return 0
 
 
