@@ -518,11 +518,12 @@ def default_reason_for(support: Support, node: int, device: str) -> str:
     index = platform.index(device)
     verdict = support.verdict(node, index)
     if index == support.preferred(node):
+        rejected = _rejection_text([support.verdict(node, d) for d in range(index)], platform)
         if device == CPU:
-            rejected = [support.verdict(node, d) for d in range(index)]
-            return _rejection_text(rejected, platform) or verdict.reason
-        return f"supported by {device}: {verdict.reason}" if verdict.reason else \
+            return rejected or verdict.reason
+        accepted = f"supported by {device}: {verdict.reason}" if verdict.reason else \
             f"supported by {device}"
+        return f"{rejected}; {accepted}" if rejected else accepted
     better = platform.names[support.preferred(node)]
     rejected = [support.verdict(node, d) for d in range(support.preferred(node))]
     text = _rejection_text(rejected, platform)

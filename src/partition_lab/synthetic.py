@@ -195,9 +195,9 @@ def random_dag(n_ops: int, *, seed: int = 0, max_fan_in: int = 2, window: int = 
 
 
 def chain(ops: Sequence[str], *, shape: tuple[int, ...] = (1, 64, 28, 28),
-          name: str = "chain") -> OpGraph:
+          name: str = "chain", dtype: str = "float32") -> OpGraph:
     """A straight chain of the given ops (conv2d / conv2d_transpose / dense keep the shape)."""
-    net = _Net(name)
+    net = _Net(name, dtype)
     x = net.input("data", shape)
     for op in ops:
         if op == "nn.conv2d":
