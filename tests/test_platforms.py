@@ -17,7 +17,6 @@ from partition_lab.graph import OpGraph
 from partition_lab.plan import CPU, PartitionPlan, Support, Verdict, host_verdict
 from partition_lab.platform import AS_PREPARED, Device, Platform, get_platform, host_device
 from partition_lab.strategies import NotApplicableError, available_strategies, get_strategy
-from partition_lab.strategies.base import Assignment
 from partition_lab.strategies.costing import CostTables
 from partition_lab.targets import TargetSpec
 
@@ -287,4 +286,4 @@ def test_host_islands_of_an_fp16_gpu_program_pay_casts() -> None:
     assert len(cuts) >= 2 and all(c.time > model.link.transfer_time(c.nbytes) for c in cuts
                                   if {c.src, c.dst} == {"cuda", "cpu"})
     assert evaluate(on_gpu, model).transfer < evaluate(island, model).transfer
-    assert AS_PREPARED == platform.device("cuda").precision
+    assert platform.device("cuda").precision == AS_PREPARED
