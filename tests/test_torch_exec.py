@@ -214,7 +214,7 @@ def test_plans_with_cpu_islands_compute_the_same_after_a_bundle_round_trip(
     )
 
     result = partitioned.result
-    comparison = compare_plans(result.graph, list(result.plan.verdicts), target="tensorcore",
+    comparison = compare_plans(result.graph, result.plan.support,
                                strategies=["greedy", "min_size", "cost", "all_cpu"],
                                cost_model=result.cost_model)
     bundle = Bundle(result.graph, bindings_from_relay(result.relay), dict(comparison.plans),
@@ -224,6 +224,8 @@ def test_plans_with_cpu_islands_compute_the_same_after_a_bundle_round_trip(
     assert back.bindings == bundle.bindings
     assert {s: p.regions for s, p in back.plans.items()} == {
         s: p.regions for s, p in comparison.plans.items()}
+    assert back.platform is not None and back.platform.names == ["tensorcore", "cuda", "cpu"]
+    assert all(p.platform is back.platform for p in back.plans.values())
 
     weights = synthetic_weights(back.graph, back.bindings, seed=3)
     inputs = sample_inputs(back.graph, seed=0)
@@ -237,6 +239,233 @@ def test_plans_with_cpu_islands_compute_the_same_after_a_bundle_round_trip(
                               device="cpu")
         for out, ref in zip(outputs, reference, strict=True):
             assert rel_error(out, ref) < 1e-6, strategy
+
+
+# ---------------------------------------------------------------------------- three devices
+@pytest.fixture(scope="module")
+def bert_fp16() -> Any:
+    """The small BERT encoder partitioned for tensorcore in fp16: every op on Tensor Cores."""
+    import partition_lab
+    from partition_lab import zoo
+
+    mod, params = zoo.load("bert_encoder", small=True)
+    result = partition_lab.partition(mod, "tensorcore", params=params, strategy="greedy")
+    assert result.plan.ops_per_device()["tensorcore"] == len(result.graph)
+    return result
+
+
+def _three_device_plan(result: Any) -> Any:
+    """The greedy plan with runs of ops moved to the CUDA cores and to the host: a valid plan
+    with regions on all three devices of tensorcore and crossings between them."""
+    import random
+
+    from partition_lab.errors import PlanError
+    from partition_lab.plan import PartitionPlan
+
+    graph, plan = result.graph, result.plan
+    n = len(graph)
+    for seed in range(50):
+        rng = random.Random(seed)
+        devices = [plan.device_of(node) for node in range(n)]
+        for device in ("cuda", "cpu", "cuda", "cpu"):
+            start, length = rng.randrange(n), rng.randrange(2, 6)
+            devices[start:start + length] = [device] * len(devices[start:start + length])
+        mixed = PartitionPlan.from_devices(graph, plan.support, "mixed", devices)
+        try:
+            mixed.validate()
+        except PlanError:
+            continue
+        on = {d: len(mixed.regions_on(d)) for d in ("tensorcore", "cuda", "cpu")}
+        if min(on.values()) >= 1 and sum(on.values()) >= 5:
+            return mixed
+    raise AssertionError("no valid three-device plan in 50 tries")
+
+
+@needs_torch
+@pytest.mark.slow
+def test_three_device_plan_on_the_cpu_moves_what_the_plan_says_in_island_order(
+        bert_fp16: Any) -> None:
+    """separate_memories: the GPU memory and the host are two places on the CPU. The run makes
+    exactly the plan's crossings (once per destination domain, none between the Tensor Core and
+    CUDA-core regions, which share the GPU's memory), runs regions in a topological order of the
+    region graph, and computes what the unpartitioned graph computes."""
+    from partition_lab.graph_io import bindings_from_relay
+    from partition_lab.torch_exec import (
+        PlanExecutor,
+        RunTimings,
+        calibrate_batch_norm,
+        sample_inputs,
+        synthetic_weights,
+    )
+
+    result = bert_fp16
+    plan = _three_device_plan(result)
+    graph, bindings = result.graph, bindings_from_relay(result.relay)
+    weights = synthetic_weights(graph, bindings, seed=1)
+    inputs = sample_inputs(graph, seed=0)
+    calibrate_batch_norm(graph, bindings, weights, inputs)
+
+    executor = PlanExecutor(graph, plan, bindings, weights, device="cpu", separate_memories=True)
+    assert executor.device_places["tensorcore"] == executor.device_places["cuda"]
+    assert executor.device_places["cpu"] != executor.device_places["cuda"]
+    expected = {(t.key, src, dst) for t, src, dst in plan.crossing_tensors()}
+    moves = executor.crossings()
+    assert {(m["tensor"], m["src"], m["dst"]) for m in moves} == expected
+    assert len(moves) == len(expected) > 0
+    dtype_of = {t.key: t.spec.dtype for t in graph.tensors}
+    # gpu <-> host: float16 tensors are also cast (the host computes in float32), others not
+    assert {(dtype_of[m["tensor"]], m["kind"]) for m in moves} == {
+        ("float16", "copy+cast"), ("float32", "copy")}
+    assert not any({m["src"], m["dst"]} == {"tensorcore", "cuda"} for m in moves)
+
+    order = executor.region_order()
+    label = {r.id: r.label for r in plan.regions}
+    assert sorted(order) == sorted(label.values())
+    for u, v in plan.region_graph().edges:
+        assert order.index(label[u]) < order.index(label[v])
+
+    timings = RunTimings(0.0)
+    outputs = executor.run(inputs, timings=timings)
+    assert [(c["tensor"], c["src"], c["dst"]) for c in timings.copies] == [
+        (m["tensor"], m["src"], m["dst"]) for m in moves]
+    assert timings.devices == {r.label: r.device for r in plan.regions}
+
+    reference = PlanExecutor(graph, None, bindings, weights, device="cpu").run(inputs)
+    exact = PlanExecutor(graph, plan, bindings, weights, device="cpu", dtype="float32",
+                         separate_memories=True).run(inputs)
+    merged = PlanExecutor(graph, plan, bindings, weights, device="cpu")
+    assert merged.crossings() == []  # one CPU, one place: nothing to move
+    for out, ref, ex, same in zip(outputs, reference, exact, merged.run(inputs), strict=True):
+        assert out.shape == ref.shape and np.all(np.isfinite(out))
+        assert rel_error(ex, ref) < 1e-6  # float32 crossings: the same function
+        assert np.array_equal(same, ref)
+        # fp16 crossings round what crosses, as on the GPU: close, but not bit-identical
+        assert 0 < rel_error(out, ref) < 1e-2
+
+
+@needs_torch
+def test_places_follow_memory_spaces_and_precisions() -> None:
+    from partition_lab.errors import PartitionLabError
+    from partition_lab.platform import get_platform
+    from partition_lab.torch_exec import places_of
+
+    tensorcore = get_platform("tensorcore")
+    gpu = places_of(tensorcore, device="cuda")
+    assert gpu["tensorcore"] is gpu["cuda"] or gpu["tensorcore"] == gpu["cuda"]
+    assert (gpu["cuda"].torch_device, gpu["cuda"].float32) == ("cuda", False)
+    assert (gpu["cpu"].torch_device, gpu["cpu"].float32) == ("cpu", True)
+    assert len({p.name for p in places_of(tensorcore, device="cpu").values()}) == 1
+    separate = places_of(tensorcore, device="cpu", separate_memories=True)
+    assert {p.name for p in separate.values()} == {"gpu", "host:float32"}
+    assert places_of(tensorcore, device="cuda", dtype="float32")["cuda"].float32
+    mapped = places_of(tensorcore, device="cpu", device_map={"gpu": "cuda:1"})
+    assert mapped["tensorcore"].torch_device == "cuda:1"
+    with pytest.raises(PartitionLabError, match="npu"):
+        places_of(tensorcore, device_map={"npu": "cuda"})
+    neuron = places_of(get_platform("neuron@2020"), device="cuda")
+    assert neuron["neuron@2020"].torch_device == "cuda" and neuron["cpu"].torch_device == "cpu"
+
+
+@needs_torch
+def test_host_in_float32_casts_at_its_boundary_and_the_gpu_side_shares_memory() -> None:
+    """A float16 graph on tensorcore: the host (precision float32) computes in float32; a tensor
+    entering it is cast up, one leaving it cast back to float16 (the crossing rounds); the
+    tensorcore -> cuda edge is no crossing at all."""
+    from partition_lab.graph_io import ArgRef
+    from partition_lab.passes.annotate import support_table
+    from partition_lab.plan import PartitionPlan
+    from partition_lab.platform import get_platform
+    from partition_lab.torch_exec import PlanExecutor
+
+    b = OpGraphBuilder("chain")
+    h = TensorType((4, 8), "float16")
+    x = b.input("x", h)
+    y1 = b.op("nn.relu", [x])
+    y2 = b.op("sigmoid", [y1])
+    y3 = b.op("tanh", [y2])
+    graph = b.build(outputs=[b.op("exp", [y3])])
+    support = support_table(graph, get_platform("tensorcore"))
+    devices = ["cuda", "cuda", "cpu", "cuda"]
+    plan = PartitionPlan.from_devices(graph, support, "hand", devices)
+    plan.validate()
+    bindings = tuple((ArgRef("tensor", key="input:x" if i == 0 else f"{graph[i - 1].name}:0"),)
+                     for i in range(4))
+    executor = PlanExecutor(graph, plan, bindings, {}, device="cpu", separate_memories=True)
+    moves = [(m["tensor"], m["src"], m["dst"], m["kind"]) for m in executor.crossings()]
+    assert moves == [("input:x", "cpu", "cuda", "copy+cast"),
+                     (f"{graph[1].name}:0", "cuda", "cpu", "copy+cast"),
+                     (f"{graph[2].name}:0", "cpu", "cuda", "copy+cast"),
+                     (f"{graph[3].name}:0", "cuda", "cpu", "copy+cast")]
+    data = np.linspace(-2, 2, 32, dtype="float16").reshape(4, 8)
+    (out,) = executor.run({"x": data})
+    assert out.dtype == np.float32  # the host computes (and returns) float16 tensors in float32
+    expected = data.astype(np.float32)
+    for fn in (lambda v: np.maximum(v, 0), lambda v: 1 / (1 + np.exp(-v))):
+        expected = fn(expected)
+    expected = np.tanh(expected.astype(np.float16).astype(np.float32))  # rounded on leaving
+    expected = np.exp(expected.astype(np.float16).astype(np.float32))
+    np.testing.assert_allclose(out, expected, rtol=2e-3)
+    # the output left the GPU side as float16: every value is a float16 value
+    assert np.array_equal(out.astype(np.float16).astype(np.float32), out)
+    assert not np.array_equal(out, np.exp(np.tanh(1 / (1 + np.exp(-np.maximum(
+        data.astype(np.float32), 0))))))
+
+
+_NO_TVM = """
+import importlib.abc, sys
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name == "tvm" or name.startswith("tvm."):
+            raise ImportError("tvm is blocked in this test: " + name)
+sys.meta_path.insert(0, Block())
+import numpy as np
+from partition_lab.graph_io import read_bundle
+from partition_lab.torch_exec import PlanExecutor
+bundle = read_bundle(sys.argv[1])
+platform = bundle.platform
+print([(d.name, d.role, d.memory, d.precision) for d in platform.devices])
+plan = bundle.plans["hand"]
+executor = PlanExecutor(bundle.graph, plan, bundle.bindings, {}, device="cpu",
+                        separate_memories=True)
+(out,) = executor.run({"x": np.ones((4, 8), "float16")})
+print(len(executor.crossings()), plan.ops_per_device(), float(out.sum()))
+assert not [m for m in sys.modules if m == "tvm" or m.startswith("tvm.")]
+"""
+
+
+@needs_torch
+def test_a_bundle_carries_its_platform_to_a_machine_without_tvm(tmp_path: Path) -> None:
+    """The GPU machine has no TVM: reading a bundle, rebuilding its platform (names, roles,
+    memory spaces, precisions) and running a plan there must not import it."""
+    import subprocess
+    import sys
+
+    from partition_lab.graph_io import ArgRef, Bundle, write_bundle
+    from partition_lab.passes.annotate import support_table
+    from partition_lab.plan import PartitionPlan
+    from partition_lab.platform import get_platform
+
+    b = OpGraphBuilder("chain")
+    x = b.input("x", TensorType((4, 8), "float16"))
+    graph = b.build(outputs=[b.op("sigmoid", [b.op("nn.relu", [x])])])
+    plan = PartitionPlan.from_devices(graph, support_table(graph, get_platform("tensorcore")),
+                                      "hand", ["cuda", "cpu"])
+    bindings = ((ArgRef("tensor", key="input:x"),),
+                (ArgRef("tensor", key=f"{graph[0].name}:0"),))
+    path = write_bundle(tmp_path / "chain.json.gz", Bundle(graph, bindings, {"hand": plan}))
+    src = Path(__file__).resolve().parents[1] / "src"
+    done = subprocess.run([sys.executable, "-c", _NO_TVM, str(path)], capture_output=True,
+                          text=True, env={**os.environ, "PYTHONPATH": str(src)}, check=False)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == str([("tensorcore", "byoc", "gpu", "as-prepared"),
+                            ("cuda", "main", "gpu", "as-prepared"),
+                            ("cpu", "host", "host", "float32")])
+    moves, per_device, total = lines[1].split(" ", 1)[0], lines[1], lines[1].rsplit(" ", 1)[1]
+    assert moves == "2"  # the input to the GPU, relu's output to the host island (the output)
+    assert "'cuda': 1" in per_device and "'cpu': 1" in per_device
+    expected = 32 / (1 + np.exp(-np.float32(np.float16(1.0))))
+    assert float(total) == pytest.approx(expected, rel=1e-6)
 
 
 # ---------------------------------------------------------------------------- weights, dtypes

@@ -7,13 +7,21 @@ metadata (predicted times...). Weights are not exported: both sides generate the
 shapes and a seed (:func:`partition_lab.torch_exec.synthetic_weights`), or take them from the
 Relay module here (:func:`weights_from_relay`).
 
-A bundle file (schema ``partition_lab.bundle/1``, gzip-compressed JSON)::
+A bundle file (schema ``partition_lab.bundle/2``, gzip-compressed JSON)::
 
-    {"schema": "partition_lab.bundle/1", "meta": {...},
+    {"schema": "partition_lab.bundle/2", "meta": {...},
+     "platform": {"name", "description", "devices": [{"name", "role", "memory", "compiler",
+                  "precision", "preference", "colour", "profile", "matrix_engine"}, ...],
+                  "links": [{"memories": [a, b], "profile"}]},
      "graph": {"name", "nodes": [...], "edges": [[producer, index, consumer], ...],
                "inputs": {name: {"shape", "dtype", "consumers"}}, "outputs": [[node, index]]},
      "bindings": [[["t", "<tensor key>"] | ["w", <weight index>], ...] per node],
      "plans": {strategy: PartitionPlan.to_dict()}}
+
+The platform travels as data (:func:`platform_to_dict`), so the GPU machine rebuilds the same
+devices, memory spaces and precisions without TVM (:func:`platform_from_dict`); every plan of
+the bundle is read against it. Bundles of schema ``partition_lab.bundle/1`` (no platform; plans
+of schema plan/1 or plan/2) still load.
 
 Nothing here imports TVM at module level; :func:`bindings_from_relay` and
 :func:`weights_from_relay` import it when called.
@@ -33,8 +41,10 @@ import numpy as np
 from .errors import PartitionLabError
 from .graph import OpGraph, OpNode, TensorType
 from .plan import PartitionPlan
+from .platform import AS_PREPARED, Device, Link, Platform, host_device
 
-SCHEMA = "partition_lab.bundle/1"
+SCHEMA = "partition_lab.bundle/2"
+SCHEMAS = ("partition_lab.bundle/1", SCHEMA)
 
 
 @dataclass(frozen=True)
@@ -66,6 +76,11 @@ class Bundle:
     bindings: Bindings
     plans: dict[str, PartitionPlan] = field(default_factory=dict)
     meta: dict[str, Any] = field(default_factory=dict)
+    platform: Platform | None = None  #: default: the first plan's platform
+
+    def __post_init__(self) -> None:
+        if self.platform is None and self.plans:
+            self.platform = next(iter(self.plans.values())).platform
 
 
 # ---------------------------------------------------------------------------- TVM side
@@ -231,14 +246,71 @@ def _tuples(value: Any) -> Any:
     return value
 
 
+# ---------------------------------------------------------------------------- platforms
+def platform_to_dict(platform: Platform) -> dict[str, Any]:
+    """The devices of ``platform`` as data (inverse: :func:`platform_from_dict`).
+
+    Support rules are code and do not travel: every plan carries its own per-device verdicts.
+    """
+    return {
+        "name": platform.name, "description": platform.description,
+        "devices": [{"name": d.name, "role": d.role, "memory": d.memory, "compiler": d.compiler,
+                     "precision": d.precision, "preference": d.preference, "colour": d.colour,
+                     "profile": d.profile, "matrix_engine": d.matrix_engine,
+                     "description": d.description} for d in platform.devices],
+        "links": [{"memories": sorted(lk.memories), "profile": lk.profile}
+                  for lk in platform.links],
+    }
+
+
+def platform_from_dict(data: Mapping[str, Any]) -> Platform:
+    """The platform :func:`platform_to_dict` described: same device names, roles, memory
+    spaces, precisions and preferences; each non-host device's spec accepts every op (a plan's
+    own verdicts say what it may hold). Needs no TVM.
+
+    >>> from partition_lab.platform import get_platform
+    >>> back = platform_from_dict(platform_to_dict(get_platform("tensorcore")))
+    >>> [(d.name, d.memory, d.precision) for d in back.devices]
+    [('tensorcore', 'gpu', 'as-prepared'), ('cuda', 'gpu', 'as-prepared'), ('cpu', 'host', 'float32')]
+    """
+    from .targets.base import TargetSpec
+
+    devices = []
+    for entry in data["devices"]:
+        precision = str(entry.get("precision", AS_PREPARED))
+        if entry["role"] == "host":
+            host = host_device(precision)
+            devices.append(Device(host.name, host.spec, role="host", memory=entry["memory"],
+                                  precision=precision, preference=int(entry["preference"]),
+                                  colour=entry.get("colour") or host.colour,
+                                  description=entry.get("description", host.description)))
+            continue
+        name = str(entry["name"])
+        devices.append(Device(
+            name, TargetSpec(name, supports_all=True), role=entry["role"],
+            memory=str(entry["memory"]), compiler=entry.get("compiler"), precision=precision,
+            preference=int(entry["preference"]), colour=entry.get("colour", ""),
+            profile=entry.get("profile"), matrix_engine=bool(entry.get("matrix_engine", True)),
+            description=entry.get("description", "")))
+    links = tuple(Link(frozenset(lk["memories"]), lk.get("profile"))
+                  for lk in data.get("links", []))
+    return Platform(str(data["name"]), tuple(devices), links,
+                    description=str(data.get("description", "")))
+
+
 # ---------------------------------------------------------------------------- bundle files
 def write_bundle(path: str | Path, bundle: Bundle) -> Path:
     """Write ``bundle`` as gzip-compressed JSON (see the module docstring)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    platforms = {plan.platform.name for plan in bundle.plans.values()}
+    if bundle.platform is not None and platforms - {bundle.platform.name}:
+        raise PartitionLabError(f"bundle plans are for {sorted(platforms)}, the bundle's platform "
+                                f"is {bundle.platform.name!r}")
     payload = {
         "schema": SCHEMA,
         "meta": _jsonable(bundle.meta),
+        "platform": platform_to_dict(bundle.platform) if bundle.platform is not None else None,
         "graph": graph_to_dict(bundle.graph),
         "bindings": [[ref.to_json() for ref in refs] for refs in bundle.bindings],
         "plans": {name: plan.to_dict() for name, plan in bundle.plans.items()},
@@ -264,13 +336,15 @@ def read_bundle(path: str | Path) -> Bundle:
             data = json.load(handle)
     except (OSError, json.JSONDecodeError) as err:
         raise PartitionLabError(f"bundle {path} is not gzip-compressed JSON: {err}") from None
-    if data.get("schema") != SCHEMA:
-        raise PartitionLabError(f"bundle {path}: 'schema' must be {SCHEMA!r}")
+    if data.get("schema") not in SCHEMAS:
+        raise PartitionLabError(f"bundle {path}: 'schema' must be one of {SCHEMAS}")
     graph = graph_from_dict(data["graph"])
     bindings = tuple(tuple(ArgRef.from_json(ref) for ref in refs) for refs in data["bindings"])
     if len(bindings) != len(graph):
         raise PartitionLabError(f"bundle {path}: {len(bindings)} bindings for {len(graph)} nodes")
     for node, refs in zip(graph.nodes, bindings, strict=True):
         _check_binding(node, refs)
-    plans = {name: PartitionPlan.from_dict(graph, raw) for name, raw in data["plans"].items()}
-    return Bundle(graph, bindings, plans, dict(data.get("meta", {})))
+    platform = platform_from_dict(data["platform"]) if data.get("platform") else None
+    plans = {name: PartitionPlan.from_dict(graph, raw, platform=platform)
+             for name, raw in data["plans"].items()}
+    return Bundle(graph, bindings, plans, dict(data.get("meta", {})), platform)

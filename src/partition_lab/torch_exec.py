@@ -1,21 +1,36 @@
-"""Run a partition plan on real devices with PyTorch: accelerator regions on a CUDA GPU, CPU islands
-on the host CPU, real host<->device copies between them, every region and copy timed.
+"""Run a partition plan on real devices with PyTorch: each plan device's regions where its
+memory space lives (a GPU, or the host CPU), real copies and casts between them, every region
+and crossing timed.
 
 This is a stand-in, said plainly: the TVM wheel partition_lab depends on has no CUDA backend (and
-cannot be installed on the GPU machine at all), so the accelerator regions run each Relay op as
-the matching PyTorch op, through cuDNN/cuBLAS. With the ``tensorcore`` target's fp16 graphs and
-NHWC convolutions held in channels-last memory, cuDNN and cuBLAS run them on Tensor Cores, which
-is what TVM's CUDA tensor-core templates would use. CPU islands run with PyTorch's CPU kernels,
-not TVM's llvm code (TVM does not run there either). Ops run one by one, eagerly: nothing is fused
-as TVM would fuse elementwise ops into their producers.
+cannot be installed on the GPU machine at all), so GPU regions run each Relay op as the matching
+PyTorch op, through cuDNN/cuBLAS. With the ``tensorcore`` target's fp16 graphs and NHWC
+convolutions held in channels-last memory, cuDNN and cuBLAS run them on Tensor Cores, which is
+what TVM's CUDA tensor-core templates would use. Regions on the platform's ``cuda`` device (the
+GPU's CUDA cores in TVM) run the same PyTorch ops: PyTorch cannot be told to keep an fp16
+convolution off the Tensor Cores, so here the two GPU devices differ only in what the plan puts
+on them. Host islands run with PyTorch's CPU kernels, not TVM's llvm code (TVM does not run
+there either). Ops run one by one, eagerly: nothing is fused as TVM would fuse elementwise ops
+into their producers.
+
+Devices and places (:func:`places_of`): every plan device maps to a place by its memory space
+(the host's memory -> the CPU; any other memory -> the executor's GPU) and its precision. Devices
+of one place share tensors for free (``tensorcore`` and ``cuda`` regions on one GPU); a tensor
+that leaves its place is moved once per destination place, as
+:meth:`~partition_lab.plan.PartitionPlan.crossing_tensors` prices it: cast to the graph dtype
+where it is, copied, cast to the destination's compute dtype there.
 
 Without a GPU (``device="cpu"``) every region runs on the CPU and no copy happens; CI tests that
-path against TVM's own llvm build of the same module.
+path against TVM's own llvm build of the same module. ``separate_memories=True`` keeps each
+memory space a place of its own on the CPU, so a plan's crossings run as real copies
+(``clone``) and casts, with the same bookkeeping, in the same region order as on a GPU.
 
-Precision: tensors are computed in their graph dtype on the GPU. On the CPU, float16 graph tensors
-are computed in float32 (PyTorch's CPU float16 kernels are slow or missing); they cross to the GPU
-as float16, so the copied bytes are the graph's. ``dtype="float32"`` computes every float16
-tensor in float32 on both sides and copies it as float32 (a reference run: nothing rounds).
+Precision: tensors are computed in their graph dtype on the GPU. On the CPU, and on a plan
+device whose precision is ``"float32"`` (the host of ``tensorcore``), float16 graph tensors are
+computed in float32 (PyTorch's CPU float16 kernels are slow or missing); they cross as float16,
+so the copied bytes are the graph's and the casts are part of the timed crossing.
+``dtype="float32"`` computes every float16 tensor in float32 everywhere and moves it as float32
+(a reference run: nothing rounds).
 
 >>> import numpy as np                                                     # doctest: +SKIP
 >>> outputs, timings = run_plan(graph, plan, inputs, weights, bindings=bindings,
@@ -43,6 +58,7 @@ from .errors import PartitionLabError
 from .graph import OpGraph, OpNode, TensorType
 from .graph_io import ArgRef, Bindings
 from .plan import CPU, PartitionPlan
+from .platform import AS_PREPARED, Platform
 
 _TORCH_DTYPES = {
     "float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
@@ -67,15 +83,17 @@ def wire_dtype(graph_dtype: str, mode: str = "graph") -> str:
     return "float32" if mode == "float32" and graph_dtype in _HALF else graph_dtype
 
 
-def compute_dtype(graph_dtype: str, device: str, mode: str = "graph") -> torch.dtype:
-    """The torch dtype a tensor of ``graph_dtype`` is computed in on ``device``.
+def compute_dtype(graph_dtype: str, device: str, mode: str = "graph",
+                  precision: str = AS_PREPARED) -> torch.dtype:
+    """The torch dtype a tensor of ``graph_dtype`` is computed in on torch ``device``.
 
-    float16/bfloat16 stay as they are on CUDA in ``"graph"`` mode and become float32 on the CPU
-    and in ``"float32"`` mode.
+    float16/bfloat16 stay as they are on CUDA in ``"graph"`` mode and become float32 on the CPU,
+    in ``"float32"`` mode and on a plan device whose ``precision`` is ``"float32"``.
     """
     if mode not in DTYPE_MODES:
         raise PartitionLabError(f"dtype must be one of {DTYPE_MODES}, not {mode!r}")
-    if graph_dtype in _HALF and (mode == "float32" or not device.startswith("cuda")):
+    if graph_dtype in _HALF and (mode == "float32" or precision == "float32"
+                                 or not device.startswith("cuda")):
         return torch.float32
     try:
         return _TORCH_DTYPES[graph_dtype]
@@ -594,6 +612,7 @@ class RunTimings:
     total_s: float
     regions: dict[str, float] = field(default_factory=dict)
     copies: list[dict[str, Any]] = field(default_factory=list)
+    devices: dict[str, str] = field(default_factory=dict)  # region label -> plan device
 
     @property
     def copy_s(self) -> float:
@@ -601,7 +620,7 @@ class RunTimings:
 
     def to_dict(self) -> dict[str, Any]:
         return {"total_s": self.total_s, "regions": dict(self.regions), "copies": list(self.copies),
-                "copy_s": self.copy_s}
+                "copy_s": self.copy_s, "devices": dict(self.devices)}
 
 
 @dataclass
@@ -626,7 +645,7 @@ class Benchmark:
             copies.append({**row, "time_s": statistics.median(b.copies[i]["time_s"]
                                                                 for b in self.breakdowns)})
         return {"total_s": statistics.median(b.total_s for b in self.breakdowns),
-                "regions": regions, "copies": copies,
+                "regions": regions, "devices": dict(self.breakdowns[0].devices), "copies": copies,
                 "copy_s": sum(c["time_s"] for c in copies)}
 
     def to_dict(self) -> dict[str, Any]:
@@ -634,19 +653,96 @@ class Benchmark:
                 "breakdown": self.median_breakdown()}
 
 
+# ---------------------------------------------------------------------------- places
+@dataclass(frozen=True)
+class Place:
+    """Where a run keeps tensors: a torch device, and whether half tensors are computed in
+    float32 there.
+
+    Every plan device maps to one place: its memory space gives the torch device (the host's
+    memory -> ``"cpu"``, any other -> the executor's GPU), its precision the float32 flag. Devices
+    of one place share tensors for free (Tensor Core and CUDA-core regions on one GPU); a tensor
+    that leaves its place is copied and/or cast once per destination place.
+    """
+
+    name: str
+    torch_device: str
+    float32: bool
+    memory: str
+
+    def dtype(self, graph_dtype: str) -> torch.dtype:
+        """The torch dtype a tensor of ``graph_dtype`` is computed in here."""
+        if graph_dtype in _HALF and self.float32:
+            return torch.float32
+        try:
+            return _TORCH_DTYPES[graph_dtype]
+        except KeyError:
+            raise UnsupportedKernelError(f"no torch dtype for {graph_dtype!r}") from None
+
+
+def places_of(platform: Platform, *, device: str = "cuda", dtype: str = "graph",
+              device_map: Mapping[str, str] | None = None,
+              separate_memories: bool = False) -> dict[str, Place]:
+    """The place of each device of ``platform`` (by device name).
+
+    ``device_map`` maps a memory space to a torch device (default: the host's memory ->
+    ``"cpu"``, every other memory -> ``device``). A device computes half tensors in float32 when
+    its precision is ``"float32"`` (the host of ``tensorcore``), on the CPU (PyTorch's CPU
+    float16 kernels are slow or missing) and in ``dtype="float32"`` mode. Devices whose torch
+    device and float32 flag agree share a place, unless ``separate_memories``: then each
+    (memory space, precision) domain of the platform is its own place, even where two share a
+    torch device, so crossings are exactly :meth:`PartitionPlan.crossing_tensors`.
+
+    >>> from partition_lab.platform import get_platform
+    >>> places = places_of(get_platform("tensorcore"), device="cuda")
+    >>> places["tensorcore"] == places["cuda"], places["cpu"].torch_device
+    (True, 'cpu')
+    """
+    if dtype not in DTYPE_MODES:
+        raise PartitionLabError(f"dtype must be one of {DTYPE_MODES}, not {dtype!r}")
+    mapping = dict(device_map or {})
+    memories = {d.memory for d in platform.devices}
+    unknown = sorted(set(mapping) - memories)
+    if unknown:
+        raise PartitionLabError(f"device_map names memory spaces {unknown} that platform "
+                                f"{platform.name!r} does not have ({', '.join(sorted(memories))})")
+    host_memory = platform.host.memory
+    places: dict[str, Place] = {}
+    for d in platform.devices:
+        torch_device = mapping.get(d.memory) or ("cpu" if d.memory == host_memory else device)
+        on_gpu = not torch_device.startswith("cpu")
+        float32 = dtype == "float32" or d.precision == "float32" or not on_gpu
+        if separate_memories:
+            name = d.memory if d.precision == AS_PREPARED else f"{d.memory}:{d.precision}"
+        else:
+            usual = dtype == "float32" or not on_gpu
+            name = torch_device if float32 == usual else f"{torch_device}:float32"
+        places[d.name] = Place(name, torch_device, float32, d.memory)
+    return places
+
+
+def _single_place(device: str, dtype: str) -> Place:
+    on_gpu = not device.startswith("cpu")
+    return Place(device, device, dtype == "float32" or not on_gpu, "device" if on_gpu else "host")
+
+
 # ---------------------------------------------------------------------------- executor
 @dataclass(frozen=True)
 class _Step:
-    """One region to run, or one tensor to copy."""
+    """One region to run, or one tensor to move to another place (copy and/or cast)."""
 
     kind: str  # "region" or "copy"
     label: str
-    device: str
+    place: str  # where the region runs / where the tensor goes
+    device: str  # the plan device of the region / of the tensor's first consumer there
     nodes: tuple[int, ...] = ()
     tensor: str = ""
-    src: str = ""
-    wire_dtype: str = ""
+    src: str = ""  # the source place
+    src_device: str = ""
+    graph_dtype: str = ""
     nbytes: float = 0.0
+    what: str = ""  # "copy", "cast" or "copy+cast"
+    moves: bool = False
 
 
 class PlanExecutor:
@@ -663,10 +759,16 @@ class PlanExecutor:
         or :func:`synthetic_weights`). They are placed on their region's device once, as an
         accelerator keeps them resident; copies of weights are never timed.
     device:
-        ``"cuda"`` (accelerator regions on the GPU, CPU islands on the host) or ``"cpu"``
-        (everything on the CPU, no copies).
+        The torch device of every non-host memory space of the plan's platform: ``"cuda"``
+        (Tensor Core and CUDA-core regions on the GPU, host islands on the CPU) or ``"cpu"``
+        (everything on the CPU; no copies unless ``separate_memories``).
     dtype:
-        ``"graph"`` or ``"float32"`` (see :func:`compute_dtype`).
+        ``"graph"`` or ``"float32"`` (the reference run: half tensors computed and moved in
+        float32 everywhere).
+    device_map, separate_memories:
+        See :func:`places_of`. ``separate_memories=True`` on the CPU runs a plan's crossings as
+        real copies (``clone``) with the same bookkeeping as on a GPU: CI's way to exercise
+        copies, casts and island order without one.
 
     Raises
     ------
@@ -676,74 +778,114 @@ class PlanExecutor:
 
     def __init__(self, graph: OpGraph, plan: PartitionPlan | None, bindings: Bindings,
                  weights: Mapping[int, Sequence[np.ndarray]], *, device: str = "cuda",
-                 dtype: str = "graph") -> None:
-        if device.startswith("cuda") and not torch.cuda.is_available():
-            raise PartitionLabError("device='cuda' asked for but torch sees no CUDA device")
+                 dtype: str = "graph", device_map: Mapping[str, str] | None = None,
+                 separate_memories: bool = False) -> None:
+        if dtype not in DTYPE_MODES:
+            raise PartitionLabError(f"dtype must be one of {DTYPE_MODES}, not {dtype!r}")
         missing = sorted({n.op for n in graph.nodes} - set(KERNELS))
         if missing:
             raise UnsupportedKernelError(f"no PyTorch translation for {', '.join(missing)}")
         self.graph, self.plan, self.bindings = graph, plan, bindings
         self.device, self.dtype = device, dtype
-        self.node_device = [self._device_of(plan, n) for n in range(len(graph))]
+        if plan is None:
+            main = _single_place(device, dtype)
+            host = main if main.torch_device == "cpu" else _single_place("cpu", dtype)
+            self.device_places = {device: main, CPU: host}
+            self.node_device = [device] * len(graph)
+        else:
+            self.device_places = places_of(plan.platform, device=device, dtype=dtype,
+                                           device_map=device_map,
+                                           separate_memories=separate_memories)
+            self.node_device = [plan.device_of(n) for n in range(len(graph))]
+        self.host_place = self.device_places[CPU]
+        self.places = {p.name: p for p in self.device_places.values()}
+        self.node_place = [self.device_places[d] for d in self.node_device]
+        self._cuda = any(not p.torch_device.startswith("cpu") for p in self.places.values())
+        if self._cuda and not torch.cuda.is_available():
+            raise PartitionLabError(f"device {device!r} asked for but torch sees no CUDA device")
         self.steps = self._schedule()
         self._weights = weights
         self._args: dict[int, list[Any]] = {}
         self._prepared: dict[int, Any] = {}
-        self._outputs_by_node: dict[int, tuple[TensorType, ...]] = {
-            n.id: n.outputs for n in graph.nodes}
         self._last_use = self._last_uses()
         self._output_keys = {f"{graph[n].name}:{i}" for n, i in graph.outputs}
 
     # ------------------------------------------------------------------ schedule
-    def _device_of(self, plan: PartitionPlan | None, node: int) -> str:
-        if plan is None or not self.device.startswith("cuda"):
-            return self.device
-        return self.device if plan.device_of(node) != CPU else "cpu"
-
     def _schedule(self) -> list[_Step]:
-        """Regions in a topological order, each followed by the copies of its crossing outputs."""
+        """Regions in a topological order (ties: the region with the lowest node first), each
+        followed by the moves of its outputs to the other places that read them."""
         import networkx as nx
 
         if self.plan is None:
-            groups = [(f"{'accel' if self.device.startswith('cuda') else 'cpu'}0",
-                       tuple(range(len(self.graph))))]
+            kind = "cpu" if self.device.startswith("cpu") else "accel"
+            groups = [(f"{kind}0", tuple(range(len(self.graph))))]
         else:
             quotient = self.plan.region_graph()
             first = {r.id: min(r.nodes) for r in self.plan.regions}
             order = nx.lexicographical_topological_sort(quotient, key=lambda r: first[r])
             groups = [(self.plan.regions[r].label, self.plan.regions[r].nodes) for r in order]
-        steps = [step for step in self._copies_of_inputs()]
+        steps = list(self._moves_of_inputs())
         for label, nodes in groups:
-            device = self.node_device[nodes[0]]
-            steps.append(_Step("region", label, device, tuple(sorted(nodes))))
-            steps.extend(self._copies_after(nodes, device))
+            members = tuple(sorted(nodes))
+            place = self.node_place[members[0]]
+            steps.append(_Step("region", label, place.name, self.node_device[members[0]],
+                               members))
+            steps.extend(self._moves_after(members, place))
         return steps
 
-    def _destinations(self, tensor: Any) -> set[str]:
-        places = {self.node_device[c] for c in tensor.consumers}
-        return places | {"cpu"} if tensor.is_output else places
+    def _destinations(self, tensor: Any) -> dict[str, str]:
+        """Places that read ``tensor`` -> the device of its first consumer there (the host
+        for graph outputs), as :meth:`PartitionPlan.crossing_tensors` names them."""
+        places: dict[str, str] = {}
+        for c in tensor.consumers:
+            places.setdefault(self.node_place[c].name, self.node_device[c])
+        if tensor.is_output:
+            places[self.host_place.name] = CPU
+        return places
 
-    def _copies_of_inputs(self) -> list[_Step]:
+    def _move(self, tensor: Any, src: Place, src_device: str, dst_name: str,
+              dst_device: str) -> _Step:
+        dst = self.places[dst_name]
+        moves = src.torch_device != dst.torch_device or src.memory != dst.memory
+        wire = _TORCH_DTYPES.get(wire_dtype(tensor.spec.dtype, self.dtype))
+        casts = src.dtype(tensor.spec.dtype) != wire or wire != dst.dtype(tensor.spec.dtype)
+        what = "copy+cast" if moves and casts else "copy" if moves else "cast"
+        return _Step("copy", f"{tensor.key}->{dst_device}", dst_name, dst_device,
+                     tensor=tensor.key, src=src.name, src_device=src_device,
+                     graph_dtype=tensor.spec.dtype, nbytes=tensor.nbytes, what=what,
+                     moves=moves)
+
+    def _moves_of_inputs(self) -> list[_Step]:
         steps = []
         for tensor in self.graph.graph_inputs.values():
-            for dst in sorted(self._destinations(tensor) - {"cpu"}):
-                steps.append(_Step("copy", f"{tensor.key}->{dst}", dst, tensor=tensor.key,
-                                   src="cpu", wire_dtype=tensor.spec.dtype, nbytes=tensor.nbytes))
+            for dst, dst_device in sorted(self._destinations(tensor).items()):
+                if dst != self.host_place.name:
+                    steps.append(self._move(tensor, self.host_place, CPU, dst, dst_device))
         return steps
 
-    def _copies_after(self, nodes: Sequence[int], device: str) -> list[_Step]:
+    def _moves_after(self, nodes: Sequence[int], place: Place) -> list[_Step]:
         members = set(nodes)
         steps = []
         for tensor in self.graph.tensors:
             if tensor.producer in members:
-                for dst in sorted(self._destinations(tensor) - {device}):
-                    steps.append(_Step("copy", f"{tensor.key}->{dst}", dst, tensor=tensor.key,
-                                       src=device, wire_dtype=tensor.spec.dtype,
-                                       nbytes=tensor.nbytes))
+                for dst, dst_device in sorted(self._destinations(tensor).items()):
+                    if dst != place.name:
+                        steps.append(self._move(tensor, place, self.node_device[tensor.producer],
+                                                dst, dst_device))
         return steps
 
+    def crossings(self) -> list[dict[str, Any]]:
+        """Every move a run makes, in order: tensor, devices, places, what and bytes."""
+        return [{"tensor": s.tensor, "src": s.src_device, "dst": s.device, "src_place": s.src,
+                 "dst_place": s.place, "kind": s.what, "nbytes": s.nbytes}
+                for s in self.steps if s.kind == "copy"]
+
+    def region_order(self) -> list[str]:
+        """Region labels in the order a run executes them."""
+        return [s.label for s in self.steps if s.kind == "region"]
+
     def _last_uses(self) -> dict[tuple[str, str], int]:
-        """Per (tensor, device), the last step that reads it, so it can be freed after."""
+        """Per (tensor, place), the last step that reads it, so it can be freed after."""
         last: dict[tuple[str, str], int] = {}
         refs_of = {n: [r.key for r in refs if r.kind == "tensor"]
                    for n, refs in enumerate(self.bindings)}
@@ -751,17 +893,17 @@ class PlanExecutor:
             if step.kind == "region":
                 for n in step.nodes:
                     for key in refs_of[n]:
-                        last[(key, step.device)] = i
+                        last[(key, step.place)] = i
             else:
                 last[(step.tensor, step.src)] = i
         return last
 
     # ------------------------------------------------------------------ weights
     def _node_args(self, node_id: int, prepare: bool) -> tuple[list[Any], Any]:
-        """The node's weight arguments on its device (activations None) and its prepared state."""
+        """The node's weight arguments in its place (activations None) and its prepared state."""
         if node_id not in self._args:
             node = self.graph[node_id]
-            device = self.node_device[node_id]
+            place = self.node_place[node_id]
             arrays = self._weights.get(node_id, ())
             if len(arrays) != len(node.weights):
                 raise PartitionLabError(f"node {node.name} needs {len(node.weights)} weights, "
@@ -771,7 +913,7 @@ class PlanExecutor:
                 if ref.kind == "weight":
                     spec = node.args[position]
                     args[position] = torch.as_tensor(np.asarray(arrays[ref.index])).to(
-                        device=device, dtype=compute_dtype(spec.dtype, device, self.dtype))
+                        device=place.torch_device, dtype=place.dtype(spec.dtype))
             kern = KERNELS[node.op]
             self._args[node_id] = args
             self._prepared[node_id] = kern.prepare(node, args) if (prepare and kern.prepare) else None
@@ -789,7 +931,7 @@ class PlanExecutor:
             prepare_weights: bool = True) -> list[np.ndarray]:
         """The graph's outputs (as numpy arrays, in graph output order) for ``inputs``.
 
-        With ``timings``, every region and copy is synchronised and timed into it (slower: use
+        With ``timings``, every region and move is synchronised and timed into it (slower: use
         :meth:`benchmark` for end-to-end times). ``before_node(node, args)`` is called before
         each op (used by :func:`calibrate_batch_norm`).
         """
@@ -804,10 +946,12 @@ class PlanExecutor:
                 elapsed = self._clock() - start
                 if step.kind == "region":
                     timings.regions[step.label] = elapsed
+                    timings.devices[step.label] = step.device
                 else:
-                    timings.copies.append({"tensor": step.tensor, "src": step.src,
-                                           "dst": step.device, "nbytes": step.nbytes,
-                                           "time_s": elapsed})
+                    timings.copies.append({"tensor": step.tensor, "src": step.src_device,
+                                           "dst": step.device, "src_place": step.src,
+                                           "dst_place": step.place, "kind": step.what,
+                                           "nbytes": step.nbytes, "time_s": elapsed})
             self._free(values, i)
         return self._finish(values)
 
@@ -821,27 +965,28 @@ class PlanExecutor:
             if tuple(array.shape) != tensor.spec.shape:
                 raise PartitionLabError(f"input {name!r} has shape {array.shape}, the graph "
                                         f"expects {tensor.spec.shape}")
-            dtype = compute_dtype(tensor.spec.dtype, "cpu", self.dtype)
-            values[tensor.key] = {"cpu": torch.from_numpy(np.ascontiguousarray(array)).to(dtype)}
+            dtype = self.host_place.dtype(tensor.spec.dtype)
+            values[tensor.key] = {self.host_place.name: torch.from_numpy(
+                np.ascontiguousarray(array)).to(dtype)}
         return values
 
     def _run_region(self, step: _Step, values: dict[str, dict[str, Any]],
                     before_node: Callable[[OpNode, list[Any]], None] | None,
                     prepare_weights: bool) -> None:
-        device = step.device
+        place = self.places[step.place]
         for node_id in step.nodes:
             node = self.graph[node_id]
             weight_args, prepared = self._node_args(node_id, prepare_weights)
             args = list(weight_args)
             for position, ref in enumerate(self.bindings[node_id]):
                 if ref.kind == "tensor":
-                    args[position] = values[ref.key][device]
+                    args[position] = values[ref.key][place.name]
             if before_node is not None:
                 before_node(node, args)
             result = KERNELS[node.op].run(node, args, prepared)
-            self._store(node, result, device, values)
+            self._store(node, result, place, values)
 
-    def _store(self, node: OpNode, result: Any, device: str,
+    def _store(self, node: OpNode, result: Any, place: Place,
                values: dict[str, dict[str, Any]]) -> None:
         results = result if isinstance(result, tuple) else (result,)
         if len(results) != len(node.outputs):
@@ -852,37 +997,33 @@ class PlanExecutor:
             if tuple(value.shape) != spec.shape:
                 raise PartitionLabError(f"{node.op} kernel gave shape {tuple(value.shape)} for "
                                         f"{node.name}, the graph says {spec.shape}")
-            wanted = compute_dtype(spec.dtype, device, self.dtype)
-            values.setdefault(key, {})[device] = value if value.dtype == wanted else value.to(wanted)
+            wanted = place.dtype(spec.dtype)
+            values.setdefault(key, {})[place.name] = value if value.dtype == wanted else \
+                value.to(wanted)
 
     def _copy(self, step: _Step, values: dict[str, dict[str, Any]]) -> None:
         source = values[step.tensor][step.src]
-        values[step.tensor][step.device] = transfer(source, step.device,
-                                                    wire_dtype(step.wire_dtype, self.dtype),
-                                                    compute_dtype(step.wire_dtype, step.device,
-                                                                  self.dtype))
+        dst = self.places[step.place]
+        values[step.tensor][step.place] = transfer(
+            source, dst.torch_device, wire_dtype(step.graph_dtype, self.dtype),
+            dst.dtype(step.graph_dtype), copy=step.moves)
 
     def _free(self, values: dict[str, dict[str, Any]], step_index: int) -> None:
         step = self.steps[step_index]
-        keys = [(r.key, step.device) for n in step.nodes for r in self.bindings[n]
+        keys = [(r.key, step.place) for n in step.nodes for r in self.bindings[n]
                 if r.kind == "tensor"] if step.kind == "region" else [(step.tensor, step.src)]
-        for key, device in keys:
-            if self._last_use.get((key, device)) == step_index and key not in self._output_keys:
-                values.get(key, {}).pop(device, None)
+        for key, place in keys:
+            if self._last_use.get((key, place)) == step_index and key not in self._output_keys:
+                values.get(key, {}).pop(place, None)
 
     def _finish(self, values: dict[str, dict[str, Any]]) -> list[np.ndarray]:
-        outputs = []
-        for node_id, index in self.graph.outputs:
-            key = f"{self.graph[node_id].name}:{index}"
-            value = values[key].get("cpu")
-            if value is None:  # device="cuda" with no plan: the reference run ends on the GPU
-                value = values[key][self.node_device[node_id]].cpu()
-            outputs.append(value)
+        outputs = [values[f"{self.graph[node_id].name}:{index}"][self.host_place.name]
+                   for node_id, index in self.graph.outputs]
         self._sync_all()
         return [o.numpy() for o in outputs]
 
     def _sync_all(self) -> None:
-        if self.device.startswith("cuda"):
+        if self._cuda:
             torch.cuda.synchronize()
 
     def _clock(self) -> float:
@@ -921,26 +1062,33 @@ class PlanExecutor:
 
 
 def transfer(tensor: torch.Tensor, device: str, wire_dtype: str,
-             dst_dtype: torch.dtype) -> torch.Tensor:
-    """Copy ``tensor`` to ``device`` as the executor does: in the graph's dtype (``wire_dtype``),
-    from pageable host memory (what TVM's runtime copies from), then to the destination's
-    compute dtype. Synchronous, like ``cudaMemcpy``.
+             dst_dtype: torch.dtype, *, copy: bool = False) -> torch.Tensor:
+    """Move ``tensor`` to ``device`` as the executor does: cast to the graph's dtype
+    (``wire_dtype``) where it is, copy from pageable host memory (what TVM's runtime copies
+    from), then cast to the destination's compute dtype there. Synchronous, like ``cudaMemcpy``.
+
+    ``copy``: the tensor changes memory space even if ``device`` is its own torch device (the
+    CPU stand-in of a plan's copies): a real copy is made.
     """
     wire = _TORCH_DTYPES[wire_dtype]
     moved = tensor.to(wire).to(device)
+    if copy and moved is tensor:
+        moved = tensor.clone()
     return moved if moved.dtype == dst_dtype else moved.to(dst_dtype)
 
 
 def run_plan(graph: OpGraph, plan: PartitionPlan | None, inputs: Mapping[str, np.ndarray],
              weights: Mapping[int, Sequence[np.ndarray]], *, bindings: Bindings,
-             device: str = "cuda", dtype: str = "graph", timed: bool = False
+             device: str = "cuda", dtype: str = "graph", timed: bool = False,
+             device_map: Mapping[str, str] | None = None, separate_memories: bool = False
              ) -> tuple[list[np.ndarray], RunTimings | None]:
     """Run ``plan`` once; returns ``(outputs, timings)`` (timings None unless ``timed``).
 
     A one-call wrapper around :class:`PlanExecutor` (see it for the parameters). For repeated
     timings build the executor once and call :meth:`PlanExecutor.benchmark`.
     """
-    executor = PlanExecutor(graph, plan, bindings, weights, device=device, dtype=dtype)
+    executor = PlanExecutor(graph, plan, bindings, weights, device=device, dtype=dtype,
+                            device_map=device_map, separate_memories=separate_memories)
     timings = RunTimings(0.0) if timed else None
     start = time.perf_counter()
     outputs = executor.run(inputs, timings=timings)
@@ -950,7 +1098,8 @@ def run_plan(graph: OpGraph, plan: PartitionPlan | None, inputs: Mapping[str, np
 
 
 __all__ = [
-    "ArgRef", "Benchmark", "KERNELS", "Kernel", "PlanExecutor", "RunTimings",
-    "UnsupportedKernelError", "calibrate_batch_norm", "compute_dtype", "op_callable", "run_plan",
-    "sample_inputs", "supported_ops", "synthetic_node_weights", "synthetic_weights", "transfer",
+    "ArgRef", "Benchmark", "KERNELS", "Kernel", "Place", "PlanExecutor", "RunTimings",
+    "UnsupportedKernelError", "calibrate_batch_norm", "compute_dtype", "op_callable", "places_of",
+    "run_plan", "sample_inputs", "supported_ops", "synthetic_node_weights", "synthetic_weights",
+    "transfer", "wire_dtype",
 ]
