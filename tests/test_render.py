@@ -1,7 +1,8 @@
-"""The graphviz drawing of a plan: clusters, labelled cuts, reasons, collapse, determinism, files.
+"""The graphviz drawing of a plan: clusters per device, the legend, labelled cuts, reasons,
+collapse, determinism, files.
 
-Synthetic graphs (OpGraphBuilder) keep these tests independent of TVM; ``test_cli.py`` draws a
-real zoo model end to end.
+Synthetic graphs (OpGraphBuilder, ``partition_lab.synthetic``) keep these tests independent of
+TVM; ``test_cli.py`` draws a real zoo model end to end.
 """
 
 from __future__ import annotations
@@ -22,8 +23,13 @@ from partition_lab import (
     TensorType,
     Verdict,
     render,
+    synthetic,
 )
 from partition_lab.cost_models.base import evaluate
+from partition_lab.plan import CPU, Support, host_verdict
+from partition_lab.platform import Device, Platform, get_platform, host_device
+from partition_lab.strategies import get_strategy
+from partition_lab.targets.base import TargetSpec
 
 SVG = "{http://www.w3.org/2000/svg}"
 XLINK_TITLE = "{http://www.w3.org/1999/xlink}title"
@@ -36,14 +42,14 @@ class ToyCost:
 
     name = "toy"
 
-    def op_time(self, node, kind):
-        return (1e-4 if kind == "cpu" else 1e-5) * (1 + node.id % 3)
+    def op_time(self, node, device):
+        return (1e-4 if device == "cpu" else 1e-5) * (1 + node.id % 3)
 
     def transfer_time(self, nbytes, src, dst):
         return 5e-5 + nbytes / 1e9
 
-    def region_overhead(self, kind):
-        return 2e-4 if kind == "accel" else 0.0
+    def region_overhead(self, device):
+        return 2e-4 if device != "cpu" else 0.0
 
 
 def pose_like(target: str = "neuron@2020", blocks: int = 2, *, name: str = "pose_like"):
@@ -172,6 +178,8 @@ def test_nodes_show_op_and_source_name_and_summary_shows_the_total():
     assert "strategy greedy" in page and "neuron@2020" in page
     assert f"predicted {render.format_time(cost.total)}" in page
     assert "copy between devices" in page and "neuron@2020 region" in page  # the legend
+    assert "neuron@2020 region (BYOC, Compiler neuron_2020): 16 ops in 4 regions" in page
+    assert "on the CPU (host, 3 ops)" in page
 
 
 def test_without_cost_cut_labels_have_no_time():
@@ -243,11 +251,19 @@ def test_large_graphs_collapse_by_default():
 
 # ---------------------------------------------------------------------------------- determinism
 def test_dot_is_identical_across_runs_and_hash_seeds():
-    first = render.draw(*pose_like(), collapse=False).source
-    assert render.draw(*pose_like(), collapse=False).source == first
+    def both() -> str:
+        three = three_device_plan()
+        return (render.draw(*pose_like(), collapse=False).source
+                + render.draw(three, evaluate(three, ToyCost()), collapse=True).source)
+
+    first = both()
+    assert both() == first
     script = ("import sys; sys.path.insert(0, sys.argv[1]); import test_render as t; "
               "from partition_lab import render; "
-              "print(render.draw(*t.pose_like(), collapse=False).source, end='')")
+              "three = t.three_device_plan(); "
+              "print(render.draw(*t.pose_like(), collapse=False).source "
+              "+ render.draw(three, t.evaluate(three, t.ToyCost()), collapse=True).source, "
+              "end='')")
     outputs = set()
     for seed in ("1", "2"):
         env = {**os.environ, "PYTHONHASHSEED": seed}
@@ -337,8 +353,9 @@ def test_written_files_get_the_usual_permissions(tmp_path):
 
 
 @pytest.mark.parametrize("labels, shown", [
-    ("many", "3x its region excluded: slower on the accelerator"),  # one reason, 3 regions
-    ("one", "3x region accel2 excluded: slower on the accelerator"),  # names the region
+    ("many", "3x its region excluded: slower on the accelerator"),  # 3 regions, none drawn
+    ("drawn", "3x region accel2 excluded: slower on the accelerator"),  # names a drawn region
+    ("gone", "3x its region excluded: slower on the accelerator"),  # one region, not drawn
 ])
 def test_island_lists_the_targets_reasons_before_the_strategys(labels, shown):
     plan, _ = pose_like()
@@ -346,13 +363,283 @@ def test_island_lists_the_targets_reasons_before_the_strategys(labels, shown):
     deconv = graph.nodes_with_source_name("deconv0_fwd")[0].id
     kept = [n.id for n in graph if n.source_name in ("deconv_bn0_fwd", "deconv_relu0_fwd",
                                                      "deconv_add0")]
-    reasons = {n: f"region accel{10 + n if labels == 'many' else 2} (3 ops) excluded: "
+    label = {"many": None, "drawn": 2, "gone": 9}[labels]
+    reasons = {n: f"region accel{10 + n if label is None else label} (3 ops) excluded: "
                   "slower on the accelerator" for n in kept}
     moved = PartitionPlan.from_assignment(
         graph, plan.target, "cost", [n.id for n in graph if verdicts[n.id].supported
                                      and n.id not in kept], verdicts, reasons)
+    assert ("accel2" in {r.label for r in moved.regions}) and \
+        ("accel9" not in {r.label for r in moved.regions})
     island = next(r for r in moved.cpu_regions if deconv in r.nodes)
     svg = svg_of(moved, None, collapse=True)
     label = " ".join(texts({title(g): g for g in groups(svg, "node")}[f"r{island.id}"]))
     # the op the target rejected is listed before the 3 ops the strategy moved
     assert 0 < label.index("Deconvolution is not in") < label.index(shown)
+
+
+# ---------------------------------------------------------------------------------- devices
+NPU_COLOUR, DSP_COLOUR = "#b07cd8", "#3dbfb0"
+CLUSTER_COLOUR = re.compile(r"subgraph cluster_(\w+) \{\n\t+color=\"(#[0-9a-fA-F]{6})\"")
+THREE_OPS = ["nn.conv2d", "nn.relu", "nn.conv2d_transpose", "nn.relu", "nn.conv2d", "sign",
+             "nn.relu", "nn.conv2d"]
+
+
+def npu_dsp_cpu(npu_colour: str = NPU_COLOUR, dsp_colour: str = DSP_COLOUR,
+                extra: tuple[Device, ...] = ()) -> Platform:
+    """An NPU (preferred), a DSP-like vector unit and the host, each in its own memory."""
+    npu = Device("npu", TargetSpec("npu", supports_all=True), role="byoc", memory="npu",
+                 compiler="npu", preference=20, colour=npu_colour)
+    dsp = Device("dsp", TargetSpec("dsp", supports_all=True), role="byoc", memory="dsp",
+                 compiler="dsp", preference=10, colour=dsp_colour)
+    return Platform("npu_dsp_cpu", (npu, dsp, host_device(), *extra))
+
+
+def npu_verdict(op: str) -> Verdict:
+    if op in ("nn.conv2d_transpose", "sign"):
+        return Verdict(False, f"{op}: not in the NPU's op table (npu-sdk 2.1)", "npu-ops")
+    return Verdict(True, f"{op} is in the NPU's op table", "npu-ops")
+
+
+def three_device_plan(platform: Platform | None = None, strategy: str = "greedy",
+                      reasons: dict[int, str] | None = None) -> PartitionPlan:
+    """conv, relu on the NPU; the deconvolution on the DSP (the NPU rejects it); relu, conv back
+    on the NPU; sign on the host (both reject it); relu, conv on the NPU."""
+    platform = platform or npu_dsp_cpu()
+    graph = synthetic.chain(THREE_OPS)
+    table = {"npu": [npu_verdict(n.op) for n in graph],
+             "dsp": [Verdict(n.op != "sign", f"{n.op}: DSP rule", "dsp-ops") for n in graph],
+             CPU: [host_verdict() for _ in graph]}
+    for device in platform.devices:  # further devices take nothing
+        table.setdefault(device.name, [Verdict(False, "idle", "none") for _ in graph])
+    plan = get_strategy(strategy).run(graph, Support(platform, table))
+    if reasons:
+        plan = PartitionPlan.from_devices(graph, plan.support, strategy,
+                                          [d.device for d in plan.decisions], reasons)
+    plan.validate()
+    return plan
+
+
+def cluster_colours(source: str) -> dict[str, str]:
+    """Region label -> the line colour of its cluster in DOT source."""
+    return dict(CLUSTER_COLOUR.findall(source))
+
+
+def page_text(svg: ET.Element) -> str:
+    return " ".join(t.text or "" for t in svg.iter(f"{SVG}text"))
+
+
+def test_the_three_device_plan_uses_every_device():
+    plan = three_device_plan()
+    assert [d.device for d in plan.decisions] == [
+        "npu", "npu", "dsp", "npu", "npu", "cpu", "npu", "npu"]
+    assert [r.label for r in plan.regions] == ["npu0", "dsp1", "npu2", "cpu3", "npu4"]
+
+
+@pytest.mark.parametrize("collapse", [False, True])
+def test_three_device_clusters_have_one_colour_per_device(collapse):
+    plan = three_device_plan()
+    colours = cluster_colours(render.draw(plan, evaluate(plan, ToyCost()),
+                                          collapse=collapse).source)
+    assert sorted(colours) == ["dsp1", "npu0", "npu2", "npu4"]  # the host island is no cluster
+    assert {colours[r.label] for r in plan.regions_on("npu")} == {NPU_COLOUR}
+    assert colours["dsp1"] == DSP_COLOUR
+
+
+def test_the_legend_lists_each_device_with_its_colour_role_and_op_count():
+    idle = Device("idle", TargetSpec("idle", supports_all=True), role="byoc", memory="npu",
+                  compiler="idle", preference=5, colour="#ff0000")
+    plan = three_device_plan(npu_dsp_cpu(extra=(idle,)))
+    source = render.draw(plan, None).source
+    header = source[source.index("header [label=<"):source.index("</TABLE>>")]
+    assert header.count("&#9632;") == 2 and header.count("&#9633;") == 1  # npu, dsp; host
+    assert (f'<FONT COLOR="{NPU_COLOUR}" POINT-SIZE="14">&#9632;</FONT>  npu region '
+            "(BYOC, Compiler npu): 6 ops in 3 regions") in header
+    assert (f'<FONT COLOR="{DSP_COLOUR}" POINT-SIZE="14">&#9632;</FONT>  dsp region '
+            "(BYOC, Compiler dsp): 1 op in 1 region") in header
+    assert "on the CPU (host, 1 op)" in header
+    assert "idle" not in header  # a device the plan does not use is not listed
+    assert "5 region(s) off the host" not in header and "4 region(s) off the host" in header
+
+
+def test_devices_without_a_colour_or_with_a_taken_one_get_a_stable_hash_colour():
+    plan = three_device_plan(npu_dsp_cpu(npu_colour="", dsp_colour=""))
+    colours = cluster_colours(render.draw(plan).source)
+    assert colours["npu0"] == render.target_colours("npu")[0]
+    assert colours["dsp1"] == render.target_colours("dsp")[0]
+    same = three_device_plan(npu_dsp_cpu(dsp_colour=NPU_COLOUR))
+    colours = cluster_colours(render.draw(same).source)
+    assert colours["npu0"] == NPU_COLOUR and colours["dsp1"] == render.target_colours("dsp")[0]
+    assert render.device_colours(same.platform)["dsp"][1] != render.device_colours(
+        same.platform)["npu"][1]
+
+
+def test_ops_show_why_a_more_preferred_device_rejected_them():
+    plan = three_device_plan()
+    svg = svg_of(plan, None, collapse=False)
+    nodes = {title(g): g for g in groups(svg, "node")}
+    # the deconvolution runs on the DSP: the NPU's rule says why, under its name
+    assert texts(nodes["n2"]) == ["nn.conv2d_transpose",
+                                  "npu rejects it: not in the NPU's op table"]
+    assert any("nn.conv2d_transpose: not in the NPU's op table (npu-sdk 2.1)" in tip
+               for tip in tooltips(nodes["n2"]))  # the full verdict
+    assert texts(nodes["n0"]) == ["nn.conv2d"]  # on the most preferred device: no reason
+    sign = " ".join(texts(nodes["n5"]))  # on the host: both accelerators rejected it
+    assert sign == "sign npu and dsp reject it: not in the NPU's op table"
+    assert any("dsp rejects it: sign: DSP rule" in tip for tip in tooltips(nodes["n5"]))
+
+
+def test_no_drawn_text_names_a_region_label_absent_from_the_plan():
+    base = three_device_plan()
+    reasons = {6: "region npu7 (2 ops: nn.relu, nn.conv2d) excluded: predicted 1 ms vs 0.5 ms",
+               7: "nn.conv2d_7 moved from region npu2 to dsp9 and then cpu3: slower"}
+    devices = [d.device for d in base.decisions]
+    devices[6] = devices[7] = "cpu"
+    plan = PartitionPlan.from_devices(base.graph, base.support, "cost", devices, reasons,
+                                      notes=["region dsp5 was tried"])
+    plan.validate()
+    labels = {r.label for r in plan.regions}
+    assert "npu7" not in labels and "dsp9" not in labels and "dsp5" not in labels
+    assert {"npu2", "cpu3"} <= labels
+    words = re.compile(r"(?<![\w@.])((?:npu|dsp|cpu|accel)\d+)(?![\w@])")
+    for collapse in (False, True):
+        svg = svg_of(plan, evaluate(plan, ToyCost()), collapse=collapse)
+        drawn = page_text(svg) + " ".join(a.get(XLINK_TITLE) or "" for a in svg.iter(f"{SVG}a"))
+        named = set(words.findall(drawn))
+        assert named <= labels, named - labels
+        assert "npu7" not in drawn and "its region excluded" in drawn
+        assert "region npu2" in drawn and "cpu3" in drawn  # drawn regions keep their names
+        assert "region dsp5" not in drawn and "its region was tried" in drawn
+
+
+def test_reasons_are_grouped_by_the_rejecting_devices_rule():
+    graph = synthetic.chain(["sign", "nn.conv2d", "nn.conv2d", "sign", "tanh"])
+    platform = npu_dsp_cpu()
+    npu = [Verdict(False, f"{n.op}: rule A rejects shape {n.id}", "rule-a") if n.op != "tanh"
+           else Verdict(False, "tanh: rule B", "rule-b") for n in graph]
+    support = Support(platform, {"npu": npu, "dsp": [Verdict(False, "no", "dsp")] * 5,
+                                 CPU: [host_verdict() for _ in graph]})
+    plan = get_strategy("greedy").run(graph, support)
+    assert [r.label for r in plan.regions] == ["cpu0"]
+    ranked = render._region_reasons(render._PlanView(plan, None), plan.regions[0])
+    assert ranked == [
+        ("e.g. npu and dsp reject nn.conv2d: rule A rejects shape 1", 2),  # one rule, 2 texts
+        ("e.g. npu and dsp reject sign: rule A rejects shape 0", 2),
+        ("npu and dsp reject tanh: rule B", 1),
+    ]
+
+
+def test_copies_within_one_memory_are_not_cuts_and_each_domain_gets_one_label():
+    graph = OpGraphBuilder("fanout")
+    x = graph.input("x", TensorType((1, 64), "float32"))
+    y = graph.op("nn.dense", [x])
+    outs = [graph.op("nn.relu", [y]), graph.op("tanh", [y]), graph.op("sign", [y])]
+    g = graph.build(outputs=outs)
+    platform = get_platform("tensorcore")
+    ok = Verdict(True, "ok", "r")
+    table = {"tensorcore": [Verdict(n.op in ("nn.dense", "nn.relu"), f"{n.op}: no", "r",
+                                    anchor=n.op == "nn.dense") for n in g],
+             "cuda": [ok] * len(g), CPU: [host_verdict() for _ in g]}
+    plan = PartitionPlan.from_devices(g, Support(platform, table), "by hand",
+                                      ["tensorcore", "tensorcore", "cuda", "cpu"])
+    plan.validate()
+    source = render.draw(plan, None, collapse=False).source
+    edges = {line.split(" [")[0].strip(): line for line in source.splitlines() if " -> " in line}
+    assert CUT_COLOUR_ATTR not in edges["n0 -> n2"]  # tensorcore -> cuda: same GPU memory
+    assert CUT_COLOUR_ATTR in edges["n0 -> n3"] and "label=" in edges["n0 -> n3"]  # to the host
+    assert CUT_COLOUR_ATTR in edges["in0 -> n0"]
+    colours = cluster_colours(source)
+    assert colours["tensorcore0"] == render.TARGET_COLOURS["tensorcore"][0]
+    assert colours["cuda1"] == platform.device("cuda").colour
+
+
+CUT_COLOUR_ATTR = f'color="{render.CUT_COLOUR}"'
+
+
+def tensorcore_graph():
+    """NHWC float16 convs at batch 16: the stem (cin 3) misses the Tensor Core shapes, the
+    next conv matches (16,16,16); then a dense of 10 units that misses them."""
+    b = OpGraphBuilder("tc_small")
+
+    def conv(x, cin, cout, name):
+        attrs = {"channels": cout, "kernel_size": (3, 3), "strides": (1, 1),
+                 "padding": (1, 1, 1, 1), "groups": 1, "data_layout": "NHWC",
+                 "kernel_layout": "HWIO"}
+        return b.op("nn.conv2d", [x], outputs=[TensorType((16, 8, 8, cout), "float16")],
+                    weights=[TensorType((3, 3, cin, cout), "float16")], attrs=attrs,
+                    flops=2.0 * 16 * 8 * 8 * cin * cout * 9, source_name=name)
+
+    h = conv(b.input("data", TensorType((16, 8, 8, 3), "float16")), 3, 32, "stem")
+    h = b.op("nn.relu", [conv(b.op("nn.relu", [h]), 32, 32, "body")])
+    flat = b.op("reshape", [h], outputs=[TensorType((16, 2048), "float16")])
+    dense = b.op("nn.dense", [flat], outputs=[TensorType((16, 10), "float16")],
+                 weights=[TensorType((10, 2048), "float16")], flops=2.0 * 16 * 2048 * 10,
+                 source_name="head")
+    return b.build(outputs=[dense])
+
+
+def plan_on(platform_name: str, graph) -> PartitionPlan:
+    platform = get_platform(platform_name)
+    support = Support(platform, {d.name: d.spec.check_graph(graph) if not d.is_host else
+                                 [host_verdict() for _ in graph] for d in platform.devices})
+    plan = get_strategy("greedy").run(graph, support)
+    plan.validate()
+    return plan
+
+
+def test_a_tensorcore_plan_draws_tensor_core_and_cuda_core_clusters():
+    plan = plan_on("tensorcore", tensorcore_graph())
+    assert set(plan.ops_per_device().values()) != {0} and plan.ops_per_device()["cpu"] == 0
+    assert {r.device for r in plan.regions} == {"tensorcore", "cuda"}
+    source = render.draw(plan, None, collapse=False).source
+    colours = cluster_colours(source)
+    assert sorted(colours) == sorted(r.label for r in plan.regions)
+    assert {colours[r.label] for r in plan.regions_on("tensorcore")} == {
+        render.TARGET_COLOURS["tensorcore"][0]}
+    assert {colours[r.label] for r in plan.regions_on("cuda")} == {
+        plan.platform.device("cuda").colour}
+    svg = ET.fromstring(render.render_source(source, "svg"))
+    stem = {title(g): texts(g) for g in groups(svg, "node")}[
+        f"n{plan.graph.nodes_with_source_name('stem')[0].id}"]
+    assert stem[:2] == ["nn.conv2d", "stem"] and "tensorcore rejects it: cin 3 is not a" in stem
+    page = page_text(svg)
+    assert "tensorcore region (BYOC, Compiler tensorcore)" in page
+    assert "cuda region (main target, inline)" in page and "on the CPU (host, 0 ops)" in page
+    collapsed = page_text(svg_of(plan, None, collapse=True))  # one-op regions: no "1x"
+    assert "tensorcore rejects nn.dense: units 10 is not a multiple of 8, 16 or 32" in collapsed
+    assert "tensorcore rejects nn.conv2d: cin 3 is not a multiple of 16" in collapsed
+
+
+def test_a_cpu_plan_draws_host_islands_only():
+    plan = plan_on("cpu", tensorcore_graph())
+    svg = svg_of(plan, None, collapse=False)
+    assert groups(svg, "cluster") == []
+    page = page_text(svg)
+    assert "on the CPU (host, 6 ops)" in page and "&#9632;" not in render.draw(plan).source
+    assert "rejects" not in page  # nothing is more preferred than the host
+
+
+def test_neuron_story_keeps_its_clusters_and_colours():
+    plan, cost = pose_like("neuron@2020")
+    assert plan.platform.names == ["neuron@2020", "cpu"]
+    source = render.draw(plan, cost, collapse=True).source
+    colours = cluster_colours(source)
+    assert sorted(colours) == sorted(r.label for r in plan.accelerator_regions)
+    assert set(colours.values()) == {render.TARGET_COLOURS["neuron"][0]}
+    assert f'fillcolor="{render.TARGET_COLOURS["neuron"][1]}"' in source
+
+
+@pytest.mark.parametrize("reason, op, gist", [
+    ("nn.conv2d: (batch, cin, cout) = (8, 16, 16) matches none of (16,16,16) (fails on batch "
+     "8); (8,16,32) (fails on cout 16); (32,16,8) (fails on batch 8) (Tensor Core needs (batch, "
+     "cin, cout) multiples of (16,16,16), (8,16,32) or (32,16,8)); winograd would apply",
+     "nn.conv2d", "(batch, cin, cout) = (8, 16, 16) matches none of (16,16,16); (8,16,32); "
+     "(32,16,8)"),
+    ("region accel6 (4 ops: nn.batch_norm, nn.relu) excluded: predicted 1.18 ms", "",
+     "region accel6 excluded: predicted 1.18 ms"),
+    (DECONV_REASON, "nn.conv2d_transpose",
+     "Deconvolution is not in neuron@2020's MXNet operator list"),
+    ("sign is not supported (yet)", "sign", "is not supported"),
+])
+def test_short_reasons_keep_tuples_and_drop_remarks(reason, op, gist):
+    assert render._short_reason(reason, op) == gist

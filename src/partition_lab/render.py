@@ -1,14 +1,19 @@
-"""Draw a PartitionPlan with graphviz: regions, the cuts between them, and why ops stayed on the CPU.
+"""Draw a PartitionPlan with graphviz: regions per device, the cuts between them, and why ops
+are not on a more preferred device.
 
 The drawing answers the questions an engineer asks of a partition:
 
-* which ops run together on the accelerator: one cluster per accelerator region, coloured by
-  target (CPU ops are grey and dashed, outside every cluster);
-* what every cut costs: an edge that crosses devices is red and labelled with the tensor's type,
-  its size and the predicted copy time (one label per tensor per destination device, because the
-  copy is paid once there);
-* why an op is not on the accelerator: a short reason under the op's name, the full text in the
-  SVG tooltip.
+* which ops run together on which device: one cluster per region off the host, coloured by its
+  device (Tensor Core regions, regions on a GPU's CUDA cores, an NPU's, a DSP's...); host ops are
+  grey and dashed, outside every cluster. The header lists every device the plan uses with its
+  colour, its role (BYOC, main target, host) and its op count;
+* what every cut costs: an edge that leaves its domain (memory space, precision) is red and
+  labelled with the tensor's type, its size and the predicted copy time (one label per tensor per
+  destination domain, because the copy is paid once there);
+* why an op is not on a more preferred device: a short reason under the op's name (the verdict of
+  the device that rejected it, or the strategy's reason for moving it), the full text in the SVG
+  tooltip. Summaries group these reasons by the rejecting device's rule, or by the strategy's
+  reason; a reason never names a region that is not drawn.
 
 A graph of more than :data:`COLLAPSE_ABOVE` ops is drawn collapsed by default: each region becomes
 one summary node (op histogram, op count, predicted time) and the edges between regions are
@@ -43,6 +48,7 @@ from .cost_models.base import CostBreakdown, CutCost
 from .errors import PartitionLabError
 from .graph import OpGraph, OpNode, Tensor
 from .plan import CPU, PartitionPlan, Region
+from .platform import Device, Platform
 
 COLLAPSE_ABOVE = 150
 """Graphs with more ops than this are drawn collapsed unless the caller says otherwise."""
@@ -54,7 +60,8 @@ FONT = "Helvetica,Arial,sans-serif"
 CPU_FILL, CPU_LINE = "#f2f2f2", "#7f7f7f"
 CUT_COLOUR = "#d62728"
 HOST_FILL = "#ffffff"
-# (line, fill) per built-in target family: NVIDIA green for Tensor Cores, AWS orange for Neuron.
+# (line, fill) per built-in BYOC target family: NVIDIA green for Tensor Cores, AWS orange for
+# Neuron. A device of such a family keeps these; other devices get their platform colour.
 TARGET_COLOURS = {
     "tensorcore": ("#5f9400", "#e6f4cc"),
     "neuron": ("#d97f00", "#ffecd1"),
@@ -66,7 +73,7 @@ REASON_WIDTH = 42
 HEADER_WIDTH = 96
 """Characters per line of the summary in the header (long notes wrap)."""
 ISLAND_REASONS = 4
-"""Distinct reasons shown on a collapsed CPU island; the rest are in its tooltip."""
+"""Distinct reasons shown on a collapsed region or CPU island; the rest are in its tooltip."""
 SMALL_REGION = 4
 """A collapsed region of at most this many ops lists them by name instead of by histogram."""
 
@@ -232,6 +239,63 @@ def target_colours(target: str) -> tuple[str, str]:
     return _hsv(hue, 0.75, 0.70), _hsv(hue, 0.16, 1.0)
 
 
+def device_colours(platform: Platform) -> dict[str, tuple[str, str]]:
+    """(line, fill) colours of every device of a platform, distinct between devices.
+
+    The host is grey (its ops are drawn dashed). A BYOC device of a built-in family (neuron,
+    tensorcore) keeps the family's colours, so one-accelerator pictures look as they always did;
+    any other device takes its platform colour (``Device.colour``) with a light fill of the same
+    hue, or, without one, a stable hash of its name. A colour already taken by a more preferred
+    device is replaced by the hash colour, so each device has its own.
+    """
+    colours: dict[str, tuple[str, str]] = {}
+    used = {CPU_LINE}
+    for device in platform.devices:
+        if device.is_host:
+            colours[device.name] = (CPU_LINE, CPU_FILL)
+            continue
+        line, fill = _own_colours(device)
+        if line.lower() in used:
+            line, fill = target_colours(device.name)
+        salt = 0
+        while line.lower() in used:  # two hashes alike: step round the colour wheel
+            salt += 1
+            line, fill = target_colours(f"{device.name}#{salt}")
+        used.add(line.lower())
+        colours[device.name] = (line, fill)
+    return colours
+
+
+def _own_colours(device: Device) -> tuple[str, str]:
+    family = device.name.split("@", 1)[0]
+    if device.role == "byoc" and family in TARGET_COLOURS:
+        return TARGET_COLOURS[family]
+    if _is_hex_colour(device.colour):
+        return device.colour, _tint(device.colour)
+    return target_colours(device.name)
+
+
+def _is_hex_colour(text: str) -> bool:
+    return len(text) == 7 and text.startswith("#") and all(
+        c in "0123456789abcdefABCDEF" for c in text[1:])
+
+
+def _tint(colour: str) -> str:
+    """A light fill of the same hue as ``colour`` (``#rrggbb``)."""
+    r, g, b = (int(colour[i:i + 2], 16) / 255 for i in (1, 3, 5))
+    hue, saturation, _ = colorsys.rgb_to_hsv(r, g, b)
+    return _hsv(hue, 0.16 if saturation > 0.05 else 0.0, 1.0 if saturation > 0.05 else 0.95)
+
+
+def role_text(device: Device) -> str:
+    """How a device's regions run, for the legend: ``BYOC, Compiler tensorcore``."""
+    if device.is_host:
+        return "host"
+    if device.role == "main":
+        return "main target, inline"
+    return f"BYOC, Compiler {device.compiler}" if device.compiler else "BYOC"
+
+
 def format_time(seconds: float) -> str:
     """A duration for a label: ``12.3 ms``, ``45.6 us``, ``1.23 s``, ``0``."""
     if seconds == 0:
@@ -266,6 +330,27 @@ class _Cut:
     label_on: str  # DOT id of the node whose incoming edge is labelled
 
 
+@dataclass(frozen=True)
+class _Reason:
+    """Why an op is not on a more preferred device, as the drawing shows it.
+
+    ``key`` groups ops in summaries: ``("rejected", device, rule, op)`` for an op that every
+    more preferred device rejected (``device`` is the most preferred of them, ``rule`` its
+    verdict's rule: one group for the convs a shape rule rejected, whatever their shapes),
+    ``("moved", device, gist)`` for an op a strategy put off its preferred device (by the
+    strategy's reason, without names of regions that are not drawn).
+    """
+
+    key: tuple[str, ...]
+    gist: str  # short text, with the op's name (summaries mix ops)
+    short: str  # short text under the op's own name (without it)
+    full: str  # the whole text, for tooltips
+
+    @property
+    def rejected(self) -> bool:
+        return self.key[0] == "rejected"
+
+
 class _PlanView:
     """Derived facts about a plan that the drawing needs, computed once, in a fixed order."""
 
@@ -273,9 +358,74 @@ class _PlanView:
         self.plan = plan
         self.graph: OpGraph = plan.graph
         self.cost = cost
-        self.line, self.fill = target_colours(plan.target)
+        self.platform = plan.platform
+        self.colours = device_colours(self.platform)
+        self.domain = {d.name: d.domain for d in self.platform.devices}
+        self.labels = {r.label for r in plan.regions}
+        self._label_words = _label_pattern(plan)
         self.input_ids = {name: f"in{i}" for i, name in enumerate(sorted(self.graph.graph_inputs))}
         self.cuts = self._cuts()
+        self.reasons = [self._reason(n) for n in range(len(self.graph))]
+
+    def colour(self, device: str) -> tuple[str, str]:
+        """(line, fill) of a device (a stable hash colour for a name the platform lacks)."""
+        return self.colours.get(device) or target_colours(device)
+
+    def crosses(self, src: str, dst: str) -> bool:
+        """Whether a tensor going from device ``src`` to ``dst`` leaves its domain."""
+        return self.domain.get(src, src) != self.domain.get(dst, dst)
+
+    def relabel(self, text: str) -> str:
+        """``text`` without names of regions that are not drawn.
+
+        Strategies word reasons with region labels of their search state ("region accel7 (3
+        ops) excluded: ..."); a label that is not a region of this plan becomes "its region"
+        (or "another region"), so the drawing never names a region the reader cannot find.
+        """
+        def keep_or_drop(match: re.Match[str]) -> str:
+            if match.group(2) in self.labels:
+                return match.group(0)
+            return "its region" if match.group(1) else "another region"
+
+        return self._label_words.sub(keep_or_drop, text)
+
+    def _reason(self, node: int) -> _Reason | None:
+        """Why ``node`` is not on a more preferred device; None on the most preferred one."""
+        plan, platform = self.plan, self.platform
+        decision = plan.decisions[node]
+        index = platform.index(decision.device)
+        if index == 0:
+            return None
+        support = plan.support
+        op = self.graph[node].op
+        if support.preferred(node) == index:  # every device ahead rejected it
+            rejectors = [d.name for d in platform.devices[:index]]
+            verdict = support.verdict(node, 0)  # the most preferred device's says it first
+            gist, short = _short_reason(verdict.reason, ""), _short_reason(verdict.reason, op)
+            full = verdict.reason
+            if len(platform.accelerators) > 1:  # say which devices rejected it
+                who = _and(rejectors) + (" rejects" if len(rejectors) == 1 else " reject")
+                gist, short = f"{who} {gist}", f"{who} it: {short}"
+                full = "\n".join(f"{name} rejects it: {support.verdict(node, i).reason}"
+                                  for i, name in enumerate(rejectors))
+            key = ("rejected", ",".join(rejectors), verdict.rule, op)
+            return _Reason(key, gist, short, full)
+        text = self.relabel(decision.reason)
+        gist = _short_reason(text, "")
+        return _Reason(("moved", decision.device, gist), gist, _short_reason(text, op), text)
+
+    def tooltip_reasons(self, node: int) -> list[str]:
+        """The full reasons of a node: the strategy's, then each rejecting device's verdict
+        that the strategy's text does not already hold."""
+        text = self.relabel(self.plan.decisions[node].reason)
+        reason = self.reasons[node]
+        if reason is None or not reason.rejected:
+            return [text]
+        index = self.platform.index(self.plan.device_of(node))
+        verdicts = [self.plan.support.verdict(node, i).reason for i in range(index)]
+        if all(v in text for v in verdicts):
+            return [text]
+        return [text, *reason.full.split("\n")]
 
     def source_of(self, tensor: Tensor) -> str:
         """DOT id of the node a tensor comes from (an op or a graph input)."""
@@ -288,23 +438,30 @@ class _PlanView:
             return None
         return self.cost.regions[region.id].total
 
-    def _cuts(self) -> dict[tuple[str, str], _Cut]:
-        """Crossing tensors keyed by (tensor key, destination device)."""
+    def cut(self, tensor: Tensor, device: str) -> _Cut | None:
+        """The copy that makes ``tensor`` available on ``device`` (None if it needs none)."""
+        return self.cuts.get((tensor.key, self.domain.get(device, (device, ""))))
+
+    def _cuts(self) -> dict[tuple[str, tuple[str, str]], _Cut]:
+        """Crossing tensors keyed by (tensor key, destination domain): one copy per domain."""
         costed: Mapping[tuple[str, str], CutCost] = (
             {(c.tensor, c.dst): c for c in self.cost.cuts} if self.cost else {})
         cuts = {}
         for tensor, src, dst in self.plan.crossing_tensors():
-            at_dst = sorted(c for c in tensor.consumers if self.plan.device_of(c) == dst)
+            domain = self.domain[dst]
+            at_dst = sorted(c for c in tensor.consumers
+                            if self.domain[self.plan.device_of(c)] == domain)
             label_on = _node_id(at_dst[0]) if at_dst else "out"
             known = costed.get((tensor.key, dst))
-            cuts[(tensor.key, dst)] = _Cut(tensor, src, dst, tensor.nbytes,
-                                           known.time if known else None, label_on)
+            cuts[(tensor.key, domain)] = _Cut(tensor, src, dst, tensor.nbytes,
+                                              known.time if known else None, label_on)
         return cuts
 
 
 # ---------------------------------------------------------------------------------- expanded
 def _draw_expanded(dot: graphviz.Digraph, view: _PlanView) -> None:
-    """One node per op; accelerator regions as clusters; every edge drawn."""
+    """One node per op; regions off the host as clusters in their device's colour; every edge
+    drawn."""
     _add_inputs(dot, view)
     plan, graph = view.plan, view.graph
     for region in plan.regions:
@@ -324,26 +481,26 @@ def _draw_expanded(dot: graphviz.Digraph, view: _PlanView) -> None:
 
 
 def _add_region_cluster(dot: graphviz.Digraph, view: _PlanView, region: Region) -> None:
-    time = view.region_time(region)
-    head = f"{region.label}: {region.device}, {len(region.nodes)} ops"
-    if time is not None:
-        head += f", {format_time(time)}"
+    line, fill = view.colour(region.device)
+    head = f"{region.label}: {region.device}, {_size_line(view, region)}"
     with dot.subgraph(name=f"cluster_{region.label}") as cluster:
-        cluster.attr(label=_text([head]), style="rounded,filled", color=view.line,
-                     fillcolor=view.fill, penwidth="1.6", fontsize="11", labeljust="l",
+        cluster.attr(label=_text([head]), style="rounded,filled", color=line,
+                     fillcolor=fill, penwidth="1.6", fontsize="11", labeljust="l",
                      tooltip=_text([head, _histogram(view.graph[n].op for n in region.nodes)]))
         for node in region.nodes:
             op = view.graph[node]
-            reason = view.plan.decisions[node].reason
-            cluster.node(_node_id(node), _text(_op_lines(op)), fillcolor="white",
-                         color=view.line, tooltip=_text(_op_tooltip(op, reason)))
+            reason = view.reasons[node]
+            lines = _op_lines(op) + (_wrap(reason.short, REASON_WIDTH) if reason else [])
+            cluster.node(_node_id(node), _text(lines), fillcolor="white", color=line,
+                         tooltip=_text(_op_tooltip(op, view.tooltip_reasons(node))))
 
 
 def _add_cpu_node(dot: graphviz.Digraph, view: _PlanView, op: OpNode) -> None:
-    reason = view.plan.decisions[op.id].reason
-    lines = [*_op_lines(op), *_wrap(_short_reason(reason, op.op), REASON_WIDTH)]
+    reason = view.reasons[op.id]
+    lines = _op_lines(op) + (_wrap(reason.short, REASON_WIDTH) if reason else [])
     dot.node(_node_id(op.id), _text(lines), style="rounded,filled,dashed", fillcolor=CPU_FILL,
-             color=CPU_LINE, fontcolor="#333333", tooltip=_text(_op_tooltip(op, reason)))
+             color=CPU_LINE, fontcolor="#333333",
+             tooltip=_text(_op_tooltip(op, view.tooltip_reasons(op.id))))
 
 
 def _add_inputs(dot: graphviz.Digraph, view: _PlanView) -> None:
@@ -357,7 +514,7 @@ def _add_tensor_edge(dot: graphviz.Digraph, view: _PlanView, tensor: Tensor, hea
                      head_device: str) -> None:
     tail = view.source_of(tensor)
     src_device = CPU if tensor.producer is None else view.plan.device_of(tensor.producer)
-    cut = view.cuts.get((tensor.key, head_device)) if head_device != src_device else None
+    cut = view.cut(tensor, head_device) if view.crosses(src_device, head_device) else None
     if cut is None:
         dot.edge(tail, head, tooltip=_text([f"{tensor.key}: {tensor.spec}"]))
         return
@@ -384,33 +541,24 @@ def _draw_collapsed(dot: graphviz.Digraph, view: _PlanView) -> None:
 
 
 def _add_region_summary(dot: graphviz.Digraph, view: _PlanView, region: Region) -> None:
+    line, fill = view.colour(region.device)
     ops = [view.graph[n].op for n in region.nodes]
     head = f"{region.label}: {region.device}"
+    reason_lines, reason_tips = _reason_lines(view, region)
     with dot.subgraph(name=f"cluster_{region.label}") as cluster:
-        cluster.attr(label="", style="rounded,filled", color=view.line, fillcolor=view.fill,
+        cluster.attr(label="", style="rounded,filled", color=line, fillcolor=fill,
                      penwidth="1.6", margin="6", tooltip=_text([head]))
         cluster.node(_region_id(region), _text([head, _size_line(view, region),
-                                                *_contents_lines(view, region)]),
-                     fillcolor="white", color=view.line, fontsize="11",
-                     tooltip=_text([head, _histogram(ops, top=None)]))
+                                                *_contents_lines(view, region),
+                                                *reason_lines]),
+                     fillcolor="white", color=line, fontsize="11",
+                     tooltip=_text([head, _histogram(ops, top=None), *reason_tips]))
 
 
 def _add_island_summary(dot: graphviz.Digraph, view: _PlanView, region: Region) -> None:
     ops = [view.graph[n].op for n in region.nodes]
-    full: dict[str, int] = {}
-    for node in region.nodes:
-        reason = view.plan.decisions[node].reason
-        full[reason] = full.get(reason, 0) + 1
-    reason_lines = []
-    ranked = _island_reasons(view, region)
-    for gist, count in ranked[:ISLAND_REASONS]:
-        reason_lines.extend(_wrap(f"{count}x {gist}" if len(region.nodes) > 1 else gist,
-                                  REASON_WIDTH + 8))
-    if len(ranked) > ISLAND_REASONS:
-        more = len(ranked) - ISLAND_REASONS
-        reason_lines.append(f"... {more} more reason{'s' if more > 1 else ''} (see tooltip)")
-    tooltip = [f"{region.label}: CPU island", _histogram(ops, top=None),
-               *(f"{count}x {reason}" for reason, count in sorted(full.items()))]
+    reason_lines, reason_tips = _reason_lines(view, region)
+    tooltip = [f"{region.label}: CPU island", _histogram(ops, top=None), *reason_tips]
     dot.node(_region_id(region),
              _text([f"{region.label}: CPU", _size_line(view, region),
                     *_contents_lines(view, region), *reason_lines]),
@@ -418,25 +566,43 @@ def _add_island_summary(dot: graphviz.Digraph, view: _PlanView, region: Region) 
              fontcolor="#333333", tooltip=_text(tooltip))
 
 
-def _island_reasons(view: _PlanView, region: Region) -> list[tuple[str, int]]:
-    """The distinct short reasons of an island's ops with their counts, the target's reasons
-    (ops it rejected) first, then by count.
-
-    Reasons that differ only in the region they name ("region accel7 holds no ..." and
-    "region accel9 holds no ...") count as one, worded "its region ..."; a reason naming a
-    single region keeps the name, which the before/after pictures cross-reference.
-    """
-    groups: dict[str, dict[str, int]] = {}
-    rejected: set[str] = set()
+def _reason_lines(view: _PlanView, region: Region) -> tuple[list[str], list[str]]:
+    """Visible lines (the first :data:`ISLAND_REASONS` groups) and tooltip lines (every full
+    reason with its count) of the ops of a region that are not on a more preferred device."""
+    lines: list[str] = []
+    ranked = _region_reasons(view, region)
+    for gist, count in ranked[:ISLAND_REASONS]:
+        lines.extend(_wrap(f"{count}x {gist}" if len(region.nodes) > 1 else gist,
+                           REASON_WIDTH + 8))
+    if len(ranked) > ISLAND_REASONS:
+        more = len(ranked) - ISLAND_REASONS
+        lines.append(f"... {more} more reason{'s' if more > 1 else ''} (see tooltip)")
+    full: dict[str, int] = {}
     for node in region.nodes:
-        gist = _short_reason(view.plan.decisions[node].reason, "")  # islands mix ops: keep op
-        key = re.sub(r"\bregion (accel|cpu)\d+ ", "its region ", gist)
-        variants = groups.setdefault(key, {})
-        variants[gist] = variants.get(gist, 0) + 1
-        if not view.plan.verdicts[node].supported:
-            rejected.add(key)
-    counted = [(key if len(variants) > 1 else next(iter(variants)), sum(variants.values()),
-                key in rejected) for key, variants in groups.items()]
+        reason = view.reasons[node]
+        if reason is not None:
+            full[reason.full] = full.get(reason.full, 0) + 1
+    return lines, [f"{count}x {text}" for text, count in sorted(full.items())]
+
+
+def _region_reasons(view: _PlanView, region: Region) -> list[tuple[str, int]]:
+    """The reasons of a region's ops grouped by their key, with counts: what a more preferred
+    device rejected first (grouped by that device's rule and the op), then what the strategy
+    moved (grouped by its reason), each by count.
+
+    A group shows its members' common short text; members of one rule whose texts differ
+    (shapes, dtypes) show the first one's, with "e.g.".
+    """
+    groups: dict[tuple[str, ...], list[_Reason]] = {}
+    for node in region.nodes:
+        reason = view.reasons[node]
+        if reason is not None:
+            groups.setdefault(reason.key, []).append(reason)
+    counted = []
+    for members in groups.values():
+        texts = list(dict.fromkeys(r.gist for r in members))
+        text = texts[0] if len(texts) == 1 else f"e.g. {texts[0]}"
+        counted.append((text, len(members), members[0].rejected))
     counted.sort(key=lambda item: (not item[2], -item[1], item[0]))
     return [(text, count) for text, count, _ in counted]
 
@@ -486,7 +652,7 @@ def _region_flows(view: _PlanView) -> dict[tuple[str, str], _Flow]:
                 flow.nbytes += tensor.nbytes
                 flow.spec = str(tensor.spec) if flow.tensors == 1 else ""
                 seen.add(head)
-            cut = view.cuts.get((tensor.key, device)) if device != src_device else None
+            cut = view.cut(tensor, device) if view.crosses(src_device, device) else None
             if cut is not None:
                 flow.crosses = True
                 flow.costed = cut.time is not None
@@ -514,42 +680,77 @@ def _add_flow_edge(dot: graphviz.Digraph, tail: str, head: str, flow: _Flow) -> 
 # ---------------------------------------------------------------------------------- legend
 def _summary_lines(view: _PlanView) -> list[str]:
     plan, graph, cost = view.plan, view.graph, view.cost
-    lines = [f"{len(plan.accelerator_regions)} accelerator region(s), "
-             f"{len(plan.cpu_regions)} CPU island(s), "
-             f"{len(plan.accelerator_nodes)}/{len(graph)} ops on {plan.target}"]
+    several = len(view.platform.accelerators) > 1
+    if several:
+        lines = [f"{len(plan.accelerator_regions)} region(s) off the host, "
+                 f"{len(plan.cpu_regions)} CPU island(s), {len(graph)} ops on "
+                 f"{len(view.platform.devices)} devices"]
+    else:
+        lines = [f"{len(plan.accelerator_regions)} accelerator region(s), "
+                 f"{len(plan.cpu_regions)} CPU island(s), "
+                 f"{len(plan.accelerator_nodes)}/{len(graph)} ops on {plan.target}"]
     nbytes = sum(cut.nbytes for cut in view.cuts.values())
     lines.append(f"{len(view.cuts)} tensor copies between devices, {format_bytes(nbytes)}")
     if cost is not None:
-        lines.append(f"predicted {format_time(cost.total)} = CPU {format_time(cost.compute_cpu)}"
-                     f" + accelerator {format_time(cost.compute_accel)}"
+        if several:
+            by_device = cost.compute_by_device()
+            compute = " + ".join(
+                f"{'CPU' if d.is_host else d.name} {format_time(by_device[d.name])}"
+                for d in view.platform.devices if d.name in by_device)
+        else:
+            compute = (f"CPU {format_time(cost.compute_cpu)}"
+                       f" + accelerator {format_time(cost.compute_accel)}")
+        lines.append(f"predicted {format_time(cost.total)} = {compute}"
                      f" + copies {format_time(cost.transfer)}"
                      f" + invocations {format_time(cost.overhead)}")
         lines.append(f"cost model: {cost.model}")
-    lines.extend(f"note: {note}" for note in plan.notes)
+    lines.extend(f"note: {view.relabel(note)}" for note in plan.notes)
     return lines
 
 
+def _legend_rows(view: _PlanView) -> list[str]:
+    """One row per device the plan uses (and always the host: inputs and outputs live there),
+    in preference order: its colour, its role and its op count; then the cut edges."""
+    counts = view.plan.ops_per_device()
+    regions: dict[str, int] = {}
+    for region in view.plan.regions:
+        regions[region.device] = regions.get(region.device, 0) + 1
+    rows = []
+    for device in view.platform.devices:
+        ops = counts.get(device.name, 0)
+        if not ops and not device.is_host:
+            continue
+        line, _ = view.colour(device.name)
+        count = f"{ops} op{'' if ops == 1 else 's'}"
+        if device.is_host:
+            rows.append(f'<FONT COLOR="{line}" POINT-SIZE="14">&#9633;</FONT>  on the CPU '
+                        f"({_html(role_text(device))}, {count}), with the reason "
+                        "(full text in the SVG tooltip)")
+            continue
+        held = regions.get(device.name, 0)
+        rows.append(f'<FONT COLOR="{line}" POINT-SIZE="14">&#9632;</FONT>  '
+                    f"{_html(device.name)} region ({_html(role_text(device))}): {count} in "
+                    f"{held} region{'' if held == 1 else 's'}")
+    copy = "shape, size, predicted copy time" if view.cost else "shape, size"
+    rows.append(f'<FONT COLOR="{CUT_COLOUR}" POINT-SIZE="14"><B>&#8594;</B></FONT>  copy '
+                f"between devices: {copy}")
+    return rows
+
+
 def _add_header(dot: graphviz.Digraph, view: _PlanView, title: str | None) -> None:
-    """One HTML-table node on top: title, summary, and what colours, dashes and red edges mean.
+    """One HTML-table node on top: title, summary, and the legend: each device's colour, role
+    and op count, dashes for the host, red edges for copies.
 
     A node rather than the graph label, so that it survives packing several drawings into one
     picture (``gvpack`` drops graph labels).
     """
     plan = view.plan
     title = title or f"{plan.graph.name or 'graph'} on {plan.target}, strategy {plan.strategy}"
-    copy = "shape, size, predicted copy time" if view.cost else "shape, size"
     # Coloured symbols inline, not swatch cells: a nested table would stretch to the header's
     # width and push the explanations away from their swatches.
-    legend = [
-        f'<FONT COLOR="{view.line}" POINT-SIZE="14">&#9632;</FONT>  {_html(plan.target)} region',
-        f'<FONT COLOR="{CPU_LINE}" POINT-SIZE="14">&#9633;</FONT>  on the CPU, with the reason '
-        "(full text in the SVG tooltip)",
-        f'<FONT COLOR="{CUT_COLOUR}" POINT-SIZE="14"><B>&#8594;</B></FONT>  copy between '
-        f"devices: {copy}",
-    ]
     rows = [f'<FONT POINT-SIZE="14"><B>{_html(title)}</B></FONT>']
     rows += [_html(part) for line in _summary_lines(view) for part in _wrap(line, HEADER_WIDTH)]
-    rows += legend
+    rows += _legend_rows(view)
     body = "".join(f'<TR><TD ALIGN="LEFT">{row}</TD></TR>' for row in rows)
     table = f'<<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="1" CELLPADDING="2">{body}</TABLE>>'
     with dot.subgraph(name="header") as header:
@@ -563,10 +764,10 @@ def _op_lines(op: OpNode) -> list[str]:
     return [op.op] if name == f"{op.op}_{op.id}" else [op.op, _clip_middle(name, 40)]
 
 
-def _op_tooltip(op: OpNode, reason: str) -> list[str]:
+def _op_tooltip(op: OpNode, reasons: list[str]) -> list[str]:
     outputs = ", ".join(str(t) for t in op.outputs)
     return [f"{op.name} ({op.op})", f"source name: {op.source_name or '-'}",
-            f"outputs: {outputs}", reason]
+            f"outputs: {outputs}", *reasons]
 
 
 def _cut_label(cut: _Cut) -> list[str]:
@@ -591,19 +792,55 @@ def _size_line(view: _PlanView, region: Region) -> str:
 
 def _short_reason(reason: str, op: str) -> str:
     """The gist of a reason: without a leading "<op>" (the node already shows it), without
-    parenthesised details and after-semicolon remarks, clipped to :data:`REASON_CHARS`."""
+    parenthesised remarks and after-semicolon commentary, clipped to :data:`REASON_CHARS`.
+
+    Parentheses that hold a tuple ("(batch, cin, cout) = (8, 16, 16)") are part of the gist and
+    stay; those that hold prose ("(added in neuron-cc 1.0.24045)") go. A "; " followed by a word
+    starts commentary; one followed by a tuple continues a list.
+    """
     text = reason.strip()
-    for prefix in (f"{op}:", f"{op} "):  # "nn.dense: batch 1 ..." or "sign is not in ..."
+    for prefix in (f"{op}:", f"{op} ") if op else ():  # "nn.dense: batch 1 ..." or "sign is ..."
         if text.startswith(prefix):
             text = text[len(prefix):].strip()
-    gist = text
-    while True:  # innermost parentheses first, until nested ones are gone too
-        shorter = re.sub(r"\s*\([^()]*\)", "", gist)
-        if shorter == gist:
-            break
-        gist = shorter
-    gist = gist.split("; ", 1)[0]  # the first clause is the verdict; the rest is commentary
+    gist = _COMMENTARY.split(_without_remarks(text), maxsplit=1)[0]
     return _clip(gist.strip() or text, REASON_CHARS)
+
+
+_TUPLE = re.compile(r"\s*[^\s(),;:]+(?:\s*,\s*[^\s(),;:]+)+\s*")
+_COMMENTARY = re.compile(r";\s+(?=[^\s(])")
+
+
+def _without_remarks(text: str) -> str:
+    """``text`` without its top-level parenthesised groups that are not tuples (nested groups
+    go with their outer one); an unbalanced parenthesis is kept as text."""
+    out: list[str] = []
+    depth, start = 0, 0
+    for i, char in enumerate(text):
+        if char == "(":
+            if depth == 0:
+                start = i
+            depth += 1
+        elif char == ")" and depth:
+            depth -= 1
+            if depth == 0:
+                group = text[start:i + 1]
+                if _TUPLE.fullmatch(group[1:-1]):
+                    out.append(group)
+                else:
+                    while out and out[-1].isspace():
+                        out.pop()
+                    if out and out[-1].endswith(" "):
+                        out[-1] = out[-1].rstrip()
+        elif depth == 0:
+            out.append(char)
+    if depth:
+        out.append(text[start:])
+    return "".join(out)
+
+
+def _and(names: Sequence[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
 def _histogram(ops: Iterable[str], top: int | None = 4) -> str:
@@ -674,6 +911,14 @@ def _node_id(node: int) -> str:
 
 def _region_id(region: Region) -> str:
     return f"r{region.id}"
+
+
+def _label_pattern(plan: PartitionPlan) -> re.Pattern[str]:
+    """Words that are region labels on the plan's platform (``accel3``, ``tensorcore0``,
+    ``cpu2``: a label prefix and a number), with a "region " before them if there is one."""
+    prefixes = {"accel", CPU, *plan.platform.names, *(r.prefix for r in plan.regions if r.prefix)}
+    words = "|".join(re.escape(p) for p in sorted(prefixes, key=lambda p: (-len(p), p)))
+    return re.compile(rf"(?<![\w@.])(region )?((?:{words})\d+)(?![\w@])")
 
 
 def _dot_id(name: str) -> str:
