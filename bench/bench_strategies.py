@@ -3,10 +3,14 @@
     .venv/bin/python bench/bench_strategies.py            # 1k, 10k, 100k ops (optimal to 10k)
     .venv/bin/python bench/bench_strategies.py --quick    # 1k and 10k only
     .venv/bin/python bench/bench_strategies.py --zoo      # also every zoo model (builds them: TVM)
+    .venv/bin/python bench/bench_strategies.py --devices 3  # the tensorcore platform's 3 devices
 
 Graphs: ``synthetic.layered_dag(n, seed=1, channels=256)`` (conv/BN/ReLU/add on 256x28x28
 tensors, 8 ops per layer), 5% of the ops unsupported at random (seed 2), priced by the default
-neuron cost model (inferentia1 + xeon_gold_6130): big enough convs that the accelerator pays. Each cell is the wall time of ``strategy.run`` (best of ``--repeat``), with its
+neuron cost model (inferentia1 + xeon_gold_6130): big enough convs that the accelerator pays.
+With ``--devices 3`` the platform is ``tensorcore`` (Tensor Cores, CUDA cores, host): 20% of the
+ops rejected by the Tensor Core device at random (MAC ops anchor its regions), 2% by the CUDA
+cores, priced by the tensorcore roofline (t4 + xeon_gold_6130, host in fp32). Each cell is the wall time of ``strategy.run`` (best of ``--repeat``), with its
 CPU time (``time.process_time``) beside it: on a machine shared with other jobs the wall time
 can be twice the CPU time. Building the graph is not timed. The growth ratio is
 time(100k) / time(10k): 10 means linear; the goal is <= 12.
@@ -22,6 +26,8 @@ from pathlib import Path
 
 from partition_lab import synthetic
 from partition_lab.cost_models import evaluate, get_cost_model
+from partition_lab.plan import Support, host_verdict
+from partition_lab.platform import get_platform
 from partition_lab.strategies import NotApplicableError, available_strategies, get_strategy
 
 OPTIMAL_MAX_OPS = 10_000
@@ -29,7 +35,7 @@ UNSUPPORTED = 0.05
 CHANNELS = 256
 
 
-def time_run(name: str, graph, verdicts, target: str, model, repeat: int) -> dict:
+def time_run(name: str, graph, verdicts, target: str | None, model, repeat: int) -> dict:
     """Best wall and CPU seconds of one strategy, and its predicted total (None: n/a)."""
     best_wall = best_cpu = float("inf")
     total = None
@@ -46,18 +52,31 @@ def time_run(name: str, graph, verdicts, target: str, model, repeat: int) -> dic
             "predicted_ms": None if total is None else total * 1e3}
 
 
-def synthetic_rows(sizes: list[int], repeat: int) -> list[dict]:
-    model = get_cost_model("neuron@2020")
+def three_device_support(graph) -> Support:
+    """The tensorcore platform with random verdicts (see the module docstring)."""
+    platform = get_platform("tensorcore")
+    fast = synthetic.random_verdicts(graph, seed=2, unsupported=0.2, anchored=True)
+    general = synthetic.random_verdicts(graph, seed=3, unsupported=0.02)
+    return Support(platform, {"tensorcore": fast, "cuda": general,
+                              "cpu": [host_verdict() for _ in graph]})
+
+
+def synthetic_rows(sizes: list[int], repeat: int, devices: int = 2) -> list[dict]:
+    model = get_cost_model("neuron@2020" if devices == 2 else "tensorcore")
     rows = []
     for n in sizes:
         start = time.perf_counter()
         graph = synthetic.layered_dag(n, seed=1, channels=CHANNELS)
-        verdicts = synthetic.random_verdicts(graph, seed=2, unsupported=UNSUPPORTED)
+        if devices == 2:
+            support = Support.single(
+                synthetic.random_verdicts(graph, seed=2, unsupported=UNSUPPORTED), "neuron@2020")
+        else:
+            support = three_device_support(graph)
         print(f"# layered_dag({n}) built in {time.perf_counter() - start:.1f} s", file=sys.stderr)
         for name in available_strategies():
             if name == "optimal" and n > OPTIMAL_MAX_OPS:
                 continue
-            row = time_run(name, graph, verdicts, "neuron@2020", model, repeat)
+            row = time_run(name, graph, support, None, model, repeat)
             rows.append({"graph": f"layered_{n}", "ops": n, **row})
             print(f"#   {name:10s} {row['wall_s']:8.3f} s wall {row['cpu_s']:8.3f} s cpu",
                   file=sys.stderr)
@@ -73,9 +92,9 @@ def zoo_rows(repeat: int) -> list[dict]:
         mod, params = zoo.load(model_name)
         for target in ("neuron@2020", "tensorcore"):
             analysis = analyze(mod, target, params=params)
-            graph, verdicts = analysis.relay.graph, analysis.verdicts
+            graph = analysis.relay.graph
             for name in available_strategies():
-                row = time_run(name, graph, verdicts, target, analysis.cost_model, repeat)
+                row = time_run(name, graph, analysis.support, None, analysis.cost_model, repeat)
                 rows.append({"graph": model_name, "target": target, "ops": len(graph), **row})
             print(f"# {model_name} on {target}: done", file=sys.stderr)
     return rows
@@ -115,9 +134,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--zoo", action="store_true", help="also time every zoo model (TVM)")
     parser.add_argument("--repeat", type=int, default=1, help="runs per cell (best kept)")
     parser.add_argument("--json", type=Path, help="also write the rows as JSON here")
+    parser.add_argument("--devices", type=int, choices=(2, 3), default=2,
+                        help="2: neuron@2020 + host; 3: the tensorcore platform")
     args = parser.parse_args(argv)
     sizes = [1_000, 10_000] if args.quick else [1_000, 10_000, 100_000]
-    rows = synthetic_rows(sizes, args.repeat)
+    rows = synthetic_rows(sizes, args.repeat, args.devices)
     print_table(rows)
     if args.zoo:
         rows += zoo_rows(args.repeat)

@@ -110,6 +110,8 @@ class Support:
         return self.table[index]
 
     def verdict(self, node: int, device: str | int) -> Verdict:
+        if isinstance(device, int):
+            return self.table[device][node]
         return self.of(device)[node]
 
     def allowed(self, node: int) -> tuple[int, ...]:

@@ -51,6 +51,14 @@ class CostTables:
         reps = [names[self.dom.index(k)] for k in range(len(domains))]
         pairs = [(a, b) for a in range(len(domains)) for b in range(len(domains)) if a != b]
         K = self.domain_count
+        priced: dict[tuple[float, int, int], float] = {}  # tensors of one size cost the same
+
+        def crossing(nbytes: float, a: int, b: int) -> float:
+            key = (nbytes, a, b)
+            if key not in priced:
+                priced[key] = model.transfer_time(nbytes, reps[a], reps[b])
+            return priced[key]
+
         self.producer: list[int] = []
         self.consumers: list[tuple[int, ...]] = []
         self.is_output: list[bool] = []
@@ -63,7 +71,7 @@ class CostTables:
             self.is_output.append(t.is_output)
             row = [0.0] * (K * K)
             for a, b in pairs:
-                row[a * K + b] = model.transfer_time(t.nbytes, reps[a], reps[b])
+                row[a * K + b] = crossing(t.nbytes, a, b)
             self.cross.append(row)
             if producer >= 0:
                 self.touching[producer].append(index)
