@@ -643,3 +643,41 @@ def test_neuron_story_keeps_its_clusters_and_colours():
 ])
 def test_short_reasons_keep_tuples_and_drop_remarks(reason, op, gist):
     assert render._short_reason(reason, op) == gist
+
+
+EXAMPLE_PLATFORM = Path(__file__).resolve().parents[1] / "examples" / "platforms" / "npu_dsp_cpu.toml"
+
+
+def test_the_example_npu_dsp_cpu_platform_draws_each_device_in_its_colour():
+    graph = synthetic.resnet_v1((1, 1, 1, 1), image=64, classes=10)
+    plan = plan_on(str(EXAMPLE_PLATFORM), graph)
+    platform = plan.platform
+    used = {r.device for r in plan.regions}
+    assert used == {"npu", "dsp", "cpu"}
+    source = render.draw(plan, None, collapse=False).source
+    colours = cluster_colours(source)
+    assert sorted(colours) == sorted(r.label for r in plan.accelerator_regions)
+    for region in plan.accelerator_regions:
+        assert colours[region.label] == platform.device(region.device).colour
+    assert len({platform.device(d).colour for d in ("npu", "dsp")}) == 2
+    header = source[source.index("header [label=<"):source.index("</TABLE>>")]
+    counts = plan.ops_per_device()
+    assert f"npu region (BYOC, Compiler npu): {counts['npu']} ops" in header
+    assert f"dsp region (BYOC, Compiler dsp): {counts['dsp']} ops" in header
+    assert f"on the CPU (host, {counts['cpu']} op" in header
+    # the DSP shares the NPU's memory: no edge between their regions is a copy
+    checked = 0
+    for tensor in graph.tensors:
+        for consumer in tensor.consumers:
+            if tensor.producer is not None and {plan.device_of(tensor.producer),
+                                                plan.device_of(consumer)} == {"npu", "dsp"}:
+                edge = next(line for line in source.splitlines()
+                            if line.strip().startswith(f"n{tensor.producer} -> n{consumer} "))
+                assert CUT_COLOUR_ATTR not in edge
+                checked += 1
+    assert checked >= 3  # dsp1 -> npu2 -> dsp3 -> npu4
+    stem = graph.nodes[0]
+    assert plan.device_of(stem.id) == "cpu" and stem.op == "nn.conv2d"
+    svg = ET.fromstring(render.render_source(source, "svg"))
+    shown = " ".join(texts({title(g): g for g in groups(svg, "node")}[f"n{stem.id}"]))
+    assert "npu and dsp reject it: cin 3 is not a multiple of 8" in shown
