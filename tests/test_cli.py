@@ -217,7 +217,7 @@ def test_partition_writes_plan_json_and_relay_text(tiny_onnx, tmp_path, capsys):
     assert sign and sign[0]["device"] == "cpu" and "not in neuron" in sign[0]["reason"]
     documented = set(re.findall(r'"(\w+)"', PLAN_JSON_DOC.split("(keys")[1]))
     present = {*plan, *plan["devices"][0], *plan["regions"][0], *plan["nodes"][0],
-               *plan["nodes"][0]["support"]["cpu"], *plan["cost"],
+               *plan["nodes"][0]["support"]["cpu"], *plan["nodes"][0]["why"], *plan["cost"],
                *plan["cost"]["regions"][0], *plan["cost"]["cuts"][0]}
     assert present == documented
     relay = (tmp_path / "plan.relay").read_text()

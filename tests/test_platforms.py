@@ -287,3 +287,30 @@ def test_host_islands_of_an_fp16_gpu_program_pay_casts() -> None:
                                   if {c.src, c.dst} == {"cuda", "cpu"})
     assert evaluate(on_gpu, model).transfer < evaluate(island, model).transfer
     assert platform.device("cuda").precision == AS_PREPARED
+
+
+# ---------------------------------------------------------------------------- reasons as data
+def test_reasons_are_data_and_the_summary_groups_by_them() -> None:
+    graph = synthetic.resnet_v1((1, 1, 1, 1), image=64, classes=10)
+    platform = get_platform("tensorcore")
+    support = Support(platform, {
+        d.name: (list(d.spec.check_graph(graph)) if d.name != CPU else
+                 [host_verdict() for _ in graph]) for d in platform.devices})
+    plan = get_strategy("greedy").run(graph, support)
+    convs = [d for d in plan.decisions if graph[d.node].op == "nn.conv2d"]
+    assert {d.why.code for d in convs} == {"rejected"}
+    assert {d.why.device for d in convs} == {"tensorcore"}
+    riders = [d for d in plan.decisions if graph[d.node].op == "nn.relu"]
+    assert {(d.why.code, d.why.rule) for d in riders} == {("no-anchor", "anchor")}
+    groups = plan.reason_groups()
+    # Every op of a group shares code, deciding device and rule; groups never mix them.
+    for _, decisions in groups:
+        assert len({d.why.group_key() for d in decisions}) == 1
+    assert sum(len(ds) for _, ds in groups) == len(graph)  # none on the preferred device
+    lines = plan.summary().splitlines()
+    dense = next(line for line in lines if "nn.dense" in line and "on cuda:" in line)
+    assert "nn.conv2d" not in dense.split(":", 2)[2]  # a dense is not explained as a conv
+    data = json.loads(plan.to_json())
+    assert data["nodes"][0]["why"]["code"] == "rejected"
+    again = PartitionPlan.from_dict(graph, data, platform=platform)
+    assert again.decisions[0].why == plan.decisions[0].why

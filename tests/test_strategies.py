@@ -150,7 +150,10 @@ def test_min_size_and_no_mac_say_why() -> None:
     graph, verdicts = _chain_with_unsupported()
     plan = get_strategy("min_size", min_ops=3).run(graph, verdicts, target="neuron@2020")
     assert all(len(r.nodes) >= 3 for r in plan.accelerator_regions)
-    assert "(2 ops: nn.batch_norm, nn.relu) is smaller than min_ops=3" in plan.decisions[3].reason
+    assert "2 ops on neuron@2020 (nn.batch_norm, nn.relu) is smaller than min_ops=3" in \
+        plan.decisions[3].reason
+    why = plan.decisions[3].why
+    assert (why.code, why.rule, why.device) == ("min-size", "min_ops=3", "neuron@2020")
     plan = get_strategy("no_mac").run(graph, verdicts, target="neuron@2020")
     assert "does no multiply-accumulate work" in plan.decisions[3].reason
     assert all(any(graph[n].op == "nn.conv2d" for n in r.nodes) for r in plan.accelerator_regions)
@@ -219,7 +222,8 @@ def test_simple_pose_story_cost_and_optimal_keep_bn_relu_regions_on_the_cpu() ->
     cost_plan = get_strategy("cost").run(graph, verdicts, target="neuron@2020",
                                          cost_model=NEURON)
     reason = cost_plan.decisions[min(excluded)].reason
-    assert reason.startswith("region accel2 (2 ops: nn.batch_norm, nn.relu) excluded: predicted ")
+    assert reason.startswith("its region of 2 ops on neuron@2020 (nn.batch_norm, nn.relu) "
+                             "excluded: predicted ")
     assert "of copies" in reason and "on CPU" in reason
 
 

@@ -60,6 +60,7 @@ PLAN.json, schema "partition_lab.plan/2" (keys always present; seconds and bytes
    "options": {...}, "notes": [str],
    "regions": [{"id", "label", "device", "nodes": [int], "ops"}],
    "nodes": [{"id", "name", "op", "source_name", "device", "region", "reason",
+              "why": {"code", "text", "rule", "device", "numbers": {name: float}},
               "support": {device: {"supported", "reason", "rule", "anchor"}}}],
    "cost": {"model", "total_s", "compute_cpu_s", "compute_accel_s", "compute_by_device_s",
             "transfer_s", "transfer_bytes", "overhead_s",

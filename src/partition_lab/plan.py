@@ -154,13 +154,66 @@ def as_support(verdicts: Support | Sequence[Verdict], target: str | None) -> Sup
 
 
 @dataclass(frozen=True)
+class Reason:
+    """Why a node is on its device, as data: a code, the rule that decided, the numbers.
+
+    ``code`` is one of :data:`REASON_CODES`; ``rule`` names the support rule (``op-table``,
+    ``tensorcore-shape``, ``excluded-by-name``) or the strategy rule (``min_ops=3``) that decided;
+    ``device`` the device whose rule or region it was (the one that rejected the op, or the one
+    it left); ``numbers`` the predicted seconds behind a cost decision. ``text`` renders it for
+    people and never names a region label (labels belong to one plan's drawing).
+    """
+
+    code: str
+    text: str
+    rule: str = ""
+    device: str = ""
+    numbers: Mapping[str, float] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        return self.text
+
+    def group_key(self) -> tuple[str, str, str]:
+        """What a summary or drawing groups by: ops with one key share one explanation."""
+        return self.code, self.device, self.rule or self.text
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"code": self.code, "text": self.text, "rule": self.rule, "device": self.device,
+                "numbers": dict(self.numbers)}
+
+
+#: Reason codes, most common first.
+REASON_CODES = {
+    "preferred": "on the most preferred device that supports it",
+    "rejected": "a more preferred device's rule rejects it",
+    "no-anchor": "its group holds no anchor op of the anchored device, so it fell back",
+    "min-size": "its region was smaller than min_ops (min_size)",
+    "no-mac": "its region did no multiply-accumulate work (no_mac)",
+    "region-excluded": "the cost model predicted its region cheaper on the fallback device",
+    "moved": "the cost model predicted this op alone cheaper on another device",
+    "single-device": "the cost model predicted every op on one device cheapest",
+    "optimum": "the optimum (optimal) keeps it there",
+    "baseline": "a baseline strategy (all_cpu) put it there",
+    "strategy": "the strategy put it there",
+}
+
+
+@dataclass(frozen=True)
 class Decision:
-    """Where one node went and why (the reason a user reads when asking "why is this on the CPU?")."""
+    """Where one node went and why (the reason a user reads when asking "why is this on the CPU?").
+
+    ``reason`` is the rendered text; ``why`` the same as data (:class:`Reason`).
+    """
 
     node: int
     device: str
     region: int
     reason: str
+    why: Reason | None = None
+
+    @property
+    def code(self) -> str:
+        return self.why.code if self.why else "strategy"
 
 
 @dataclass
@@ -189,7 +242,7 @@ class PartitionPlan:
         support: Support,
         strategy: str,
         devices: Sequence[str],
-        reasons: Mapping[int, str] | None = None,
+        reasons: Mapping[int, Reason | str] | None = None,
         options: Mapping[str, Any] | None = None,
         notes: Iterable[str] = (),
         groups: Iterable[Iterable[int]] | None = None,
@@ -213,12 +266,14 @@ class PartitionPlan:
             regions.append(Region(region_id, device, members, prefixes.get(device, device)))
             for n in members:
                 region_of[n] = region_id
-        reasons = dict(reasons or {})
-        decisions = tuple(
-            Decision(n, devices[n], region_of[n],
-                     reasons.get(n) or default_reason_for(support, n, devices[n]))
-            for n in range(len(graph))
-        )
+        given = dict(reasons or {})
+        decisions = []
+        for n in range(len(graph)):
+            why = given.get(n) or default_reason_for(support, n, devices[n])
+            if isinstance(why, str):
+                why = Reason("strategy", why)
+            decisions.append(Decision(n, devices[n], region_of[n], why.text, why))
+        decisions = tuple(decisions)
         return cls(graph, platform.name, strategy, tuple(regions), decisions, support,
                    dict(options or {}), list(notes))
 
@@ -269,7 +324,8 @@ class PartitionPlan:
         prefixes = _label_prefixes(support.platform)
         regions = tuple(Region(r["id"], r["device"], tuple(r["nodes"]),
                                prefixes.get(r["device"], r["device"])) for r in data["regions"])
-        decisions = tuple(Decision(n["id"], n["device"], n["region"], n["reason"]) for n in nodes)
+        decisions = tuple(Decision(n["id"], n["device"], n["region"], n["reason"],
+                                   _reason_from(n)) for n in nodes)
         return cls(graph, data["target"], data["strategy"], regions, decisions, support,
                    dict(data.get("options", {})), list(data.get("notes", [])))
 
@@ -432,6 +488,7 @@ class PartitionPlan:
         return {
             "id": d.node, "name": node.name, "op": node.op, "source_name": node.source_name,
             "device": d.device, "region": d.region, "reason": d.reason,
+            "why": (d.why or Reason("strategy", d.reason)).to_dict(),
             "support": {name: {"supported": v.supported, "reason": v.reason, "rule": v.rule,
                                "anchor": v.anchor}
                         for name, v in ((dev.name, self.support.verdict(d.node, i))
@@ -457,19 +514,48 @@ class PartitionPlan:
         lines.extend(f"  note: {note}" for note in self.notes)
         return "\n".join(lines)
 
-    def _cpu_reason_lines(self, limit: int) -> list[str]:
-        """Ops off their preferred device, grouped by the reason text, largest group first."""
-        groups: dict[tuple[str, str], list[Decision]] = {}
+    def reason_groups(self) -> list[tuple[str, list[Decision]]]:
+        """Ops that are not on the platform's most preferred device, grouped by the structured
+        reason (code, deciding device, rule), largest group first, as (device, decisions).
+
+        Each group's text is its shared explanation: one op's text when all agree, else the
+        rule's wording without per-op details (see :meth:`group_text`).
+        """
+        top = self.platform.names[0] if len(self.platform.names) > 1 else None
+        groups: dict[tuple[str, tuple[str, str, str]], list[Decision]] = {}
         for d in self.decisions:
-            if d.device == CPU or d.device != self.platform.names[self.support.preferred(d.node)]:
-                groups.setdefault((d.device, d.reason), []).append(d)
+            if top is None or d.device == top:
+                continue
+            why = d.why or Reason("strategy", d.reason)
+            groups.setdefault((d.device, why.group_key()), []).append(d)
         ordered = sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[1][0].node))
+        return [(device, decisions) for (device, _), decisions in ordered]
+
+    @staticmethod
+    def group_text(decisions: Sequence[Decision]) -> str:
+        """The explanation a group shares: the text if every op has the same one, else the
+        rejecting rule's description with the op names left to the caller."""
+        texts = list(dict.fromkeys(d.reason for d in decisions))
+        if len(texts) == 1:
+            return texts[0]
+        why = decisions[0].why
+        if why is None:
+            return texts[0]
+        ops = list(dict.fromkeys(t.split(":", 1)[0] for t in texts))
+        detail = f" ({len(texts)} different details, e.g. {texts[0]})"
+        if why.code == "rejected":
+            return f"rule {why.rule} of {why.device} rejects them{detail}"
+        return f"{REASON_CODES.get(why.code, why.code)}{detail if len(ops) > 1 else ''}"
+
+    def _cpu_reason_lines(self, limit: int) -> list[str]:
+        """Ops off the most preferred device, grouped by structured reason, largest first."""
+        ordered = self.reason_groups()
         lines = []
-        for (device, reason), decisions in ordered[:limit]:
+        for device, decisions in ordered[:limit]:
             names = [self.graph[d.node].name for d in decisions]
             shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
             where = "CPU" if device == CPU else device
-            lines.append(f"  on {where}: {shown}: {reason}")
+            lines.append(f"  on {where}: {shown}: {self.group_text(decisions)}")
         if len(ordered) > limit:
             rest = sum(len(ds) for _, ds in ordered[limit:])
             lines.append(f"  {rest} more op(s) for {len(ordered) - limit} other reason(s)")
@@ -510,37 +596,50 @@ def _platform_from_names(data: Mapping[str, Any]) -> Platform:
     return Platform(data["target"], tuple(devices))
 
 
-def default_reason_for(support: Support, node: int, device: str) -> str:
+def default_reason_for(support: Support, node: int, device: str) -> Reason:
     """The reason recorded for a node when a strategy gives none.
 
-    On its preferred device: the device's own verdict. On a less preferred one: why each more
-    preferred device did not take it (its rule), or that the strategy chose so.
+    On its preferred device: the device's own verdict, after why each more preferred device
+    did not take it (its rule). On a less preferred one: that the strategy chose so.
     """
     platform = support.platform
     index = platform.index(device)
     verdict = support.verdict(node, index)
+    rejecting = _first_rejection(support, node, min(index, support.preferred(node)))
     if index == support.preferred(node):
-        rejected = _rejection_text([support.verdict(node, d) for d in range(index)], platform)
-        if device == CPU:
-            return rejected or verdict.reason
-        accepted = f"supported by {device}: {verdict.reason}" if verdict.reason else \
+        if rejecting is not None:
+            name, rejection = rejecting
+            if device == CPU:
+                return Reason("rejected", rejection.reason, rejection.rule, name)
+            accepted = f"supported by {device}: {verdict.reason}" if verdict.reason else \
+                f"supported by {device}"
+            return Reason("rejected", f"{rejection.reason}; {accepted}", rejection.rule, name)
+        text = f"supported by {device}: {verdict.reason}" if verdict.reason else \
             f"supported by {device}"
-        return f"{rejected}; {accepted}" if rejected else accepted
+        return Reason("preferred", verdict.reason if device == CPU else text, verdict.rule, device)
     better = platform.names[support.preferred(node)]
-    rejected = [support.verdict(node, d) for d in range(support.preferred(node))]
-    text = _rejection_text(rejected, platform)
-    prefix = f"{text}; " if text else ""
-    if device == CPU:
-        return f"{prefix}supported by {better}, but the strategy kept it on the CPU"
-    return f"{prefix}supported by {better}, but the strategy put it on {device}"
+    prefix = f"{rejecting[1].reason}; " if rejecting else ""
+    where = "kept it on the CPU" if device == CPU else f"put it on {device}"
+    return Reason("strategy", f"{prefix}supported by {better}, but the strategy {where}",
+                  "", better)
 
 
-def _rejection_text(rejected: Sequence[Verdict], platform: Platform) -> str:
-    """The first rejecting verdict's reason (the most preferred device's rule)."""
-    for verdict in rejected:
+def _first_rejection(support: Support, node: int, before: int) -> tuple[str, Verdict] | None:
+    """The most preferred device (index < ``before``) that rejects ``node``, with its verdict."""
+    for d in range(before):
+        verdict = support.verdict(node, d)
         if not verdict.supported:
-            return verdict.reason
-    return ""
+            return support.platform.names[d], verdict
+    return None
+
+
+def _reason_from(node: Mapping[str, Any]) -> Reason:
+    why = node.get("why")
+    if isinstance(why, Mapping):
+        return Reason(str(why.get("code", "strategy")), str(why.get("text", node["reason"])),
+                      str(why.get("rule", "")), str(why.get("device", "")),
+                      dict(why.get("numbers", {})))
+    return Reason("strategy", node["reason"])
 
 
 def _op_histogram(ops: Iterable[str]) -> str:

@@ -215,7 +215,7 @@ def accelerator_platform(spec: Any, *, compiler: str | None = None) -> Platform:
         return Platform(HOST, (host_device(),), description="the host CPU alone")
     accel = Device(spec.name, spec, role="byoc", memory="accel",
                    compiler=compiler or compiler_name(spec.name), preference=10,
-                   colour=_ROLE_COLOURS["byoc"], profile=spec.default_profile,
+                   colour="", profile=spec.default_profile,  # drawings hash the name
                    description=spec.description)
     return Platform(spec.name, (accel, host_device()),
                     description=f"{spec.name} + the host CPU", options=dict(spec.options))

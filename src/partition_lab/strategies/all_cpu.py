@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from ..cost_models.base import CostModel
 from ..graph import OpGraph
-from ..plan import PartitionPlan, Support
+from ..plan import PartitionPlan, Reason, Support
 from .base import Assignment, Strategy, check_support, make_plan
 
 
@@ -20,5 +20,6 @@ class AllCpu(Strategy):
     def plan(self, graph: OpGraph, support: Support,
              cost_model: CostModel | None = None) -> PartitionPlan:
         check_support(graph, support)
-        state = Assignment.on_host(graph, support, "all_cpu: every op runs on the CPU (baseline)")
+        state = Assignment.on_host(graph, support, Reason(
+            "baseline", "all_cpu: every op runs on the CPU (baseline)", "all_cpu"))
         return make_plan(self, state, state.regions())

@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 from ..cost_models.base import CostModel
 from ..errors import PartitionLabError
 from ..graph import OpGraph
-from ..plan import CPU, PartitionPlan, Support, Verdict, as_support
+from ..plan import PartitionPlan, Reason, Support, Verdict, as_support
 from ..platform import Platform
 from ..regions import form_regions
 
@@ -65,7 +65,7 @@ class Assignment:
     graph: OpGraph
     support: Support
     device: list[int]
-    reasons: dict[int, str]
+    reasons: dict[int, Reason]
 
     @classmethod
     def preferred(cls, graph: OpGraph, support: Support) -> Assignment:
@@ -74,7 +74,7 @@ class Assignment:
         return cls(graph, support, [support.preferred(n) for n in range(len(graph))], {})
 
     @classmethod
-    def on_host(cls, graph: OpGraph, support: Support, reason: str) -> Assignment:
+    def on_host(cls, graph: OpGraph, support: Support, reason: Reason) -> Assignment:
         """Every op on the host; ``reason`` for those that another device supports."""
         host = support.platform.host_index
         reasons = {n: reason for n in range(len(graph)) if support.preferred(n) != host}
@@ -102,7 +102,7 @@ class Assignment:
     def regions(self) -> list[list[int]]:
         return form_regions(self.graph, self.devices(), default_device=self.platform.main.name)
 
-    def move(self, nodes: Iterable[int], device: int, reason: str = "") -> None:
+    def move(self, nodes: Iterable[int], device: int, reason: Reason | None = None) -> None:
         """Put ``nodes`` on ``device``; a node back on its preferred device loses its reason."""
         for n in nodes:
             self.device[n] = device
@@ -111,13 +111,13 @@ class Assignment:
             elif reason:
                 self.reasons[n] = reason
 
-    def fall_back(self, nodes: Iterable[int], reason: str) -> None:
+    def fall_back(self, nodes: Iterable[int], reason: Reason) -> None:
         """Each node to its next supporting device after its current one."""
         for n in nodes:
             self.device[n] = self.support.fallback(n, self.device[n])
             self.reasons[n] = reason
 
-    def move_to_cpu(self, nodes: Iterable[int], reason: str) -> None:
+    def move_to_cpu(self, nodes: Iterable[int], reason: Reason) -> None:
         self.move(nodes, self.host, reason)
         for n in nodes:
             self.reasons[n] = reason
@@ -148,9 +148,10 @@ def legalize(state: Assignment) -> list[list[int]]:
             device = state.device[members[0]]
             if anchored[device] and not any(support.verdict(n, device).anchor for n in members):
                 # No region label: this group is never a region of the final plan.
-                state.fall_back(members, (
-                    f"its group of supported ops holds no {state.name(device)} compute op "
-                    f"(only {op_list(state.graph, members)}) to ride along with"))
+                state.fall_back(members, Reason(
+                    "no-anchor", f"its group of supported ops holds no {state.name(device)} "
+                    f"compute op (only {op_list(state.graph, members)}) to ride along with",
+                    "anchor", state.name(device)))
                 dropped = True
         if not dropped:
             return regions
@@ -177,20 +178,16 @@ def op_list(graph: OpGraph, nodes: Iterable[int], limit: int = 4) -> str:
     return ", ".join(ops[:limit]) + (f" and {len(ops) - limit} more" if len(ops) > limit else "")
 
 
-def region_label(state: Assignment, index: int, device: int) -> str:
-    """The label the plan gives region ``index`` on ``device`` (``accel2``, ``cuda4``)."""
-    accelerators = state.platform.accelerators
-    name = state.name(device)
-    if name == CPU:
-        return f"cpu{index}"
-    return f"{'accel' if len(accelerators) == 1 else name}{index}"
-
-
 def describe_region(state: Assignment, index: int, nodes: Sequence[int]) -> str:
-    """``"region accel2 (2 ops: nn.batch_norm, nn.relu)"``."""
+    """``"its region of 2 ops on neuron@2020 (nn.batch_norm, nn.relu)"``.
+
+    No label: region ids are those of the plan the strategy started from, which is not the
+    plan a user sees, so a label would name a region that is not drawn.
+    """
     count = len(nodes)
-    label = region_label(state, index, state.device[nodes[0]])
-    return f"region {label} ({count} op{'s' if count != 1 else ''}: {op_list(state.graph, nodes)})"
+    device = state.name(state.device[nodes[0]])
+    return (f"its region of {count} op{'s' if count != 1 else ''} on {device} "
+            f"({op_list(state.graph, nodes)})")
 
 
 def ms(seconds: float) -> str:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from ..cost_models.base import CostModel
 from ..errors import PartitionLabError
 from ..graph import OpGraph
-from ..plan import PartitionPlan, Support
+from ..plan import PartitionPlan, Reason, Support
 from .base import Assignment, Strategy, greedy_start, make_plan, ms
 from .costing import CostTables
 from .local_search import improve
@@ -55,8 +55,10 @@ class CostBased(Strategy):
             single_total = tables.total(single.device, single_regions)
             if single_total < total:
                 where = single.name(single.device[0])
-                reason = (f"every op on {where}: predicted {ms(single_total)} vs {ms(total)} "
-                          "for the best plan over several devices")
+                reason = Reason("single-device", f"every op on {where}: predicted "
+                                f"{ms(single_total)} vs {ms(total)} for the best plan over "
+                                "several devices", "cost", where,
+                                {"single_s": single_total, "several_s": total})
                 for n in range(len(graph)):
                     if single.device[n] != state.device[n]:
                         state.move((n,), single.device[n], reason)

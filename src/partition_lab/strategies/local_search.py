@@ -24,7 +24,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from .base import Assignment, describe_region, legalize, ms, offload_regions, region_label
+from ..plan import Reason
+from .base import Assignment, describe_region, legalize, ms, offload_regions
 from .costing import CostTables
 
 EPS = 1e-12
@@ -41,7 +42,7 @@ class Move:
     targets: tuple[int, ...]
     gain: float
     launches: float = 0.0
-    reason: str = ""
+    reason: Reason | None = None
 
     @property
     def key(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -195,9 +196,13 @@ def _exclusion(state: Assignment, index: int, members: list[int], tables: CostTa
     copies_after = copies_now + transfer
     where = _names(state, set(targets))
     there_text = ms(there_cost) + (f" incl. {ms(copies_after)} of copies" if copies_after > 0 else "")
-    reason = (f"{describe_region(state, index, members)} excluded: predicted "
-              f"{ms(here_cost)} on {state.name(device)} incl. {ms(copies_now)} of copies and "
-              f"{ms(launch)} launch vs {there_text} on {where}")
+    reason = Reason(
+        "region-excluded",
+        f"{describe_region(state, index, members)} excluded: predicted {ms(here_cost)} on "
+        f"{state.name(device)} incl. {ms(copies_now)} of copies and {ms(launch)} launch vs "
+        f"{there_text} on {where}", "cost", state.name(device),
+        {"there_s": here_cost, "fallback_s": there_cost, "copies_s": copies_now,
+         "launch_s": launch})
     return Move(tuple(members), targets, here_cost - there_cost, launch, reason)
 
 
@@ -274,15 +279,16 @@ def _launch_change(n: int, to: int, dev: Sequence[int], region_of: list[int],
 
 
 def _boundary_reason(state: Assignment, n: int, region: int, to: int, tables: CostTables,
-                     compute: float, transfer: float) -> str:
+                     compute: float, transfer: float) -> Reason:
     node = state.graph[n]
     here = state.device[n]
-    label = region_label(state, region, here)
     where = "the CPU" if to == state.host else state.name(to)
-    return (f"{node.name} moved from region {label} to {where}: predicted "
-            f"{ms(-(compute + transfer))} saved ({node.op} {ms(tables.time[here][n])} on "
-            f"{state.name(here)} vs {ms(tables.time[to][n])} on {state.name(to)}; copies "
-            f"change by {ms(transfer)})")
+    return Reason(
+        "moved", f"{node.name} moved from {state.name(here)} to {where}: predicted "
+        f"{ms(-(compute + transfer))} saved ({node.op} {ms(tables.time[here][n])} on "
+        f"{state.name(here)} vs {ms(tables.time[to][n])} on {state.name(to)}; copies change "
+        f"by {ms(transfer)})", "cost", state.name(here),
+        {"saved_s": -(compute + transfer), "copies_s": transfer})
 
 
 def _region_index(regions: Sequence[Sequence[int]], n: int) -> list[int]:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from ..cost_models.base import CostModel
 from ..errors import PartitionLabError
 from ..graph import OpGraph
-from ..plan import PartitionPlan, Support
+from ..plan import PartitionPlan, Reason, Support
 from .base import (
     Assignment,
     Strategy,
@@ -51,7 +51,8 @@ class MinSize(Strategy):
             if not small:
                 return regions
             for index, members in small:
-                state.fall_back(members, (
-                    f"{describe_region(state, index, members)} is smaller than "
-                    f"min_ops={self.min_ops}"))
+                state.fall_back(members, Reason(
+                    "min-size", f"{describe_region(state, index, members)} is smaller than "
+                    f"min_ops={self.min_ops}", f"min_ops={self.min_ops}",
+                    state.name(state.device[members[0]])))
             regions = legalize(state)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from ..cost_models.base import CostModel
 from ..graph import OpGraph
-from ..plan import PartitionPlan, Support
+from ..plan import PartitionPlan, Reason, Support
 from ..synthetic import MAC_OPS
 from .base import (
     Assignment,
@@ -45,7 +45,8 @@ class NoMac(Strategy):
             if not idle:
                 return regions
             for index, members in idle:
-                state.fall_back(members, (
-                    f"{describe_region(state, index, members)} does no multiply-accumulate "
-                    "work (no conv/dense/matmul)"))
+                state.fall_back(members, Reason(
+                    "no-mac", f"{describe_region(state, index, members)} does no "
+                    "multiply-accumulate work (no conv/dense/matmul)", "no-mac",
+                    state.name(state.device[members[0]])))
             regions = legalize(state)

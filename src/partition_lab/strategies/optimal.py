@@ -32,7 +32,7 @@ from scipy.sparse.csgraph import breadth_first_order, maximum_flow
 from ..cost_models.base import CostModel
 from ..errors import PartitionLabError
 from ..graph import OpGraph
-from ..plan import PartitionPlan, Support
+from ..plan import PartitionPlan, Reason, Support
 from .all_accel import AllAccel, NotApplicableError
 from .base import Assignment, Strategy, greedy_start, legalize, make_plan, ms
 from .costing import CostTables
@@ -120,7 +120,7 @@ def _strategy_candidates(graph: OpGraph, support: Support, model: CostModel,
     state = start.copy()
     result = improve(state, regions, tables)
     add("cost", state, result.regions)
-    cpu_only = Assignment.on_host(graph, support, "all_cpu")
+    cpu_only = Assignment.on_host(graph, support, Reason("baseline", "all_cpu"))
     cpu_only.reasons = {}
     add("all_cpu", cpu_only, cpu_only.regions())
     try:
@@ -393,11 +393,12 @@ def _explain_moved_ops(state: Assignment, tables: CostTables) -> None:
         detail = (f"{node.op} {ms(tables.time[preferred][n])} on {there} vs "
                   f"{ms(tables.time[d][n])} on {state.name(d)}, copies "
                   f"{'+' if transfer >= 0 else '-'}{ms(abs(transfer))}")
+        numbers = {"change_s": change, "copies_s": transfer}
         if change >= 0:
-            state.reasons[n] = (f"kept on {where} by the optimum: alone on {there} it would add "
-                                f"{ms(change)} ({detail})")
+            text = (f"kept on {where} by the optimum: alone on {there} it would add "
+                    f"{ms(change)} ({detail})")
         else:
-            state.reasons[n] = (f"kept on {where} by the optimum: alone on {there} it would save "
-                                f"{ms(-change)} ({detail}) but need a region launch of "
-                                f"{ms(tables.overhead[preferred])} or an anchor op to ride "
-                                "along with")
+            text = (f"kept on {where} by the optimum: alone on {there} it would save "
+                    f"{ms(-change)} ({detail}) but need a region launch of "
+                    f"{ms(tables.overhead[preferred])} or an anchor op to ride along with")
+        state.reasons[n] = Reason("optimum", text, "optimal", there, numbers)
