@@ -1,5 +1,8 @@
 """ResNet-50 on Tensor Cores: at batch 1 no conv2d is eligible, at batch 32 they are.
 
+The ``tensorcore`` platform has three devices: Tensor Core regions, the GPU's CUDA cores and the
+host. A conv that misses the Tensor Core rules runs on the CUDA cores, not the host.
+
 Field report 000: TVM's ``conv2d_nhwc_tensorcore`` beat cuDNN 1.69x on ResNet-50 at batch 32
 (T4, fp32 run with reduced input precision), but only applies when (batch, in_channels,
 out_channels) is a multiple of (16,16,16), (8,16,32) or (32,16,8): at batch 1 it cannot be used
@@ -47,14 +50,16 @@ def main() -> None:
 
 
 def print_conv_reasons(result) -> None:
-    """How many conv2d went where; every distinct reason for the CPU ones, one example of the
-    accepted ones (their reasons differ only by shape)."""
+    """How many conv2d went to each device; every distinct reason for those off the Tensor
+    Cores, one example of the accepted ones (their reasons differ only by shape)."""
     convs = [d for d in result.plan.decisions if result.graph[d.node].op == "nn.conv2d"]
-    on_cpu = Counter(d.reason for d in convs if d.device == "cpu")
-    accepted = [d.reason for d in convs if d.device != "cpu"]
-    print(f"  conv2d: {len(accepted)} on {TARGET}, {sum(on_cpu.values())} on the CPU")
-    for reason, count in on_cpu.most_common():
-        print(f"  {count:3d} on the CPU: {reason}")
+    per_device = Counter(d.device for d in convs)
+    print("  conv2d: " + ", ".join(f"{count} on {device}"
+                                   for device, count in per_device.most_common()))
+    elsewhere = Counter((d.device, d.reason) for d in convs if d.device != TARGET)
+    for (device, reason), count in elsewhere.most_common():
+        print(f"  {count:3d} on {device}: {reason}")
+    accepted = [d.reason for d in convs if d.device == TARGET]
     if accepted:
         print(f"  e.g. on {TARGET}: {accepted[0]}")
     print()

@@ -38,6 +38,7 @@ import os
 import re
 import subprocess
 import tempfile
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -591,7 +592,7 @@ def _region_reasons(view: _PlanView, region: Region) -> list[tuple[str, int]]:
     moved (grouped by its reason), each by count.
 
     A group shows its members' common short text; members of one rule whose texts differ
-    (shapes, dtypes) show the first one's, with "e.g.".
+    (shapes, dtypes) show the most common one's, with "e.g." (the first one's on ties).
     """
     groups: dict[tuple[str, ...], list[_Reason]] = {}
     for node in region.nodes:
@@ -600,8 +601,9 @@ def _region_reasons(view: _PlanView, region: Region) -> list[tuple[str, int]]:
             groups.setdefault(reason.key, []).append(reason)
     counted = []
     for members in groups.values():
-        texts = list(dict.fromkeys(r.gist for r in members))
-        text = texts[0] if len(texts) == 1 else f"e.g. {texts[0]}"
+        texts = Counter(r.gist for r in members)  # insertion-ordered: ties keep the first
+        common = texts.most_common(1)[0][0]
+        text = common if len(texts) == 1 else f"e.g. {common}"
         counted.append((text, len(members), members[0].rejected))
     counted.sort(key=lambda item: (not item[2], -item[1], item[0]))
     return [(text, count) for text, count, _ in counted]
