@@ -46,14 +46,17 @@ def ours(analysis, verdicts=None) -> tuple[float, list[frozenset[int]], float]:
     target's (which are computed, and timed, otherwise)."""
     from tvm import relay
 
-    from partition_lab.passes.annotate import support_verdicts
+    from partition_lab.passes.annotate import support_table
+    from partition_lab.plan import Support
     from partition_lab.relay_graph import relay_graph
 
     start = time.perf_counter()
     rg = relay_graph(analysis.prepared_mod)
     if verdicts is None:
-        verdicts = support_verdicts(rg.graph, analysis.target)
-    plan = get_strategy("greedy").run(rg.graph, verdicts, target=analysis.target.name)
+        support = support_table(rg.graph, analysis.platform)
+    else:
+        support = Support.single(verdicts, analysis.platform.primary.name)
+    plan = get_strategy("greedy").run(rg.graph, support)
     plan.validate()
     partitioned = outline(rg, plan)
     seconds = time.perf_counter() - start
