@@ -5,18 +5,26 @@ Per model: seeded synthetic weights (:func:`partition_lab.torch_exec.synthetic_w
 norms calibrated on the input (float32, on the GPU), the unpartitioned graph run on the GPU in
 float32 (TF32 off) and in the graph's precision (the references), then each plan: its outputs
 against both references, the same plan run in float32 against the float32 reference (partitioning
-must not change the function: copies, region order and CPU islands are all exercised), its end-to-end time (median of repeated runs, synchronised only where the program
-must) and a per-region / per-copy breakdown (separately synchronised runs). Results are written
-after every plan, so a run cut short keeps what it measured.
+must not change the function: copies, region order and host islands are all exercised), where
+its ops went (per plan device) and what the executor moves between places, its end-to-end time
+(median of repeated runs, synchronised only where the program must) and a per-region /
+per-crossing breakdown (separately synchronised runs); after the plans, the unpartitioned graph
+is timed again (drift), and with ``--interleave`` the named plans and the unpartitioned graph are
+timed in turns (their ratios then do not depend on when each was timed). Results are written after every plan, so a run cut short keeps what it
+measured.
 
-    PYTHONPATH=src python3 bench/gpu/evidence.py --bundles .gpu_bundle/roofline \\
-        --out $OUT/evidence_roofline.json --budget 300
+    PYTHONPATH=src python3 bench/gpu/evidence.py --bundles .gpu_bundle/platforms \\
+        --out $OUT/gpu_platforms_raw.json --budget 300
+    # here, without a GPU: the same plans with their crossings as CPU copies
+    PYTHONPATH=src .venv/bin/python bench/gpu/evidence.py --bundles .gpu_bundle/small \\
+        --out /tmp/evidence_cpu.json --device cpu --separate-memories
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -46,21 +54,46 @@ def relative_error(out: list[np.ndarray], ref: list[np.ndarray]) -> float:
 
 
 def plan_key(plan: Any) -> tuple:
-    return tuple(sorted((r.device != "cpu", r.nodes) for r in plan.regions))
+    return tuple(sorted((r.device, r.nodes) for r in plan.regions))
 
 
 def summarise(bench: Any) -> dict[str, Any]:
     breakdown = bench.median_breakdown()
     copies = breakdown.pop("copies", [])
+    by_device: dict[str, float] = {}
+    for label, seconds in breakdown.get("regions", {}).items():
+        device = breakdown.get("devices", {}).get(label, label)
+        by_device[device] = by_device.get(device, 0.0) + seconds
+    breakdown["by_device_s"] = by_device
     breakdown["copies"] = {"count": len(copies), "bytes": sum(c["nbytes"] for c in copies),
                            "time_s": sum(c["time_s"] for c in copies),
                            "largest": sorted(copies, key=lambda c: -c["time_s"])[:5]}
-    return {"median_s": bench.median_s, "end_to_end_s": bench.end_to_end_s,
-            "breakdown": breakdown}
+    return {"median_s": bench.median_s, "min_s": min(bench.end_to_end_s),
+            "end_to_end_s": bench.end_to_end_s, "breakdown": breakdown}
+
+
+def placement(plan: Any, executor: Any) -> dict[str, Any]:
+    """Where the plan put the ops, and what the executor moves between places."""
+    moves = executor.crossings()
+    kinds: dict[str, int] = {}
+    for move in moves:
+        kinds[move["kind"]] = kinds.get(move["kind"], 0) + 1
+    return {
+        "ops_per_device": plan.ops_per_device(),
+        "regions_per_device": {d: len(plan.regions_on(d)) for d in plan.platform.names},
+        "region_order": executor.region_order(),
+        "places": {d: p.name for d, p in executor.device_places.items()},
+        "crossings": {"count": len(moves), "bytes": sum(m["nbytes"] for m in moves),
+                      "kinds": kinds},
+        # old keys, read by report.py's first report
+        "accel_regions": len(plan.accelerator_regions), "cpu_regions": len(plan.cpu_regions),
+        "ops_on_accel": len(plan.accelerator_nodes),
+    }
 
 
 def run_model(path: Path, device: str, deadline: float, write: Any,
-              numerics_only: bool = False) -> dict[str, Any]:
+              numerics_only: bool = False, separate: bool = False,
+              interleave: tuple[str, ...] = ()) -> dict[str, Any]:
     bundle = read_bundle(path)
     graph, bindings = bundle.graph, bundle.bindings
     row: dict[str, Any] = {"model": bundle.meta.get("model", path.name), "ops": len(graph),
@@ -76,8 +109,7 @@ def run_model(path: Path, device: str, deadline: float, write: Any,
                         "graph_precision_vs_float32": relative_error(ref16, ref32)}
     if not numerics_only:
         row["reference"]["unpartitioned_gpu"] = summarise(reference.benchmark(
-            inputs, warmup=2, repeats=20, max_seconds=3.0))
-    del reference
+            inputs, warmup=2, repeats=30, max_seconds=3.0))
     seen: dict[tuple, str] = {}
     for strategy, plan in bundle.plans.items():
         if time.perf_counter() > deadline:
@@ -88,20 +120,21 @@ def run_model(path: Path, device: str, deadline: float, write: Any,
             row["plans"][strategy] = {**row["plans"][seen[key]], "same_plan_as": seen[key]}
             continue
         seen[key] = strategy
-        exact = PlanExecutor(graph, plan, bindings, weights, device=device, dtype="float32")
+        exact = PlanExecutor(graph, plan, bindings, weights, device=device, dtype="float32",
+                             separate_memories=separate)
         error_fp32_mode = relative_error(exact.run(inputs), ref32)
         del exact
-        executor = PlanExecutor(graph, plan, bindings, weights, device=device)
+        executor = PlanExecutor(graph, plan, bindings, weights, device=device,
+                                separate_memories=separate)
         outputs = executor.run(inputs)
         row["plans"][strategy] = {
-            "accel_regions": len(plan.accelerator_regions), "cpu_regions": len(plan.cpu_regions),
-            "ops_on_accel": len(plan.accelerator_nodes),
+            **placement(plan, executor),
             "error_vs_unpartitioned": relative_error(outputs, ref16),
             "error_vs_float32": relative_error(outputs, ref32),
             "float32_mode_error_vs_float32": error_fp32_mode,
         }
         if not numerics_only:
-            bench = executor.benchmark(inputs, warmup=2, repeats=20, max_seconds=4.0)
+            bench = executor.benchmark(inputs, warmup=2, repeats=30, max_seconds=4.0)
             row["plans"][strategy].update(summarise(bench))
         print(f"  {row['model']} {strategy}: err {error_fp32_mode:.2e} in float32, "
               f"{row['plans'][strategy]['error_vs_unpartitioned']:.2e} in fp16", flush=True)
@@ -109,7 +142,48 @@ def run_model(path: Path, device: str, deadline: float, write: Any,
         if device.startswith("cuda"):
             torch.cuda.empty_cache()
         write()
+    if not numerics_only:
+        # the unpartitioned graph again, after the plans: how much the machine drifted
+        row["reference"]["unpartitioned_gpu_again"] = summarise(reference.benchmark(
+            inputs, warmup=2, repeats=30, max_seconds=3.0))
+        if interleave and time.perf_counter() < deadline:
+            chosen = {s: bundle.plans[s] for s in interleave if s in bundle.plans
+                      and "same_plan_as" not in row["plans"].get(s, {"same_plan_as": None})}
+            executors = {"unpartitioned": reference} | {
+                s: PlanExecutor(graph, p, bindings, weights, device=device,
+                                separate_memories=separate) for s, p in chosen.items()}
+            row["interleaved"] = interleaved(executors, inputs)
+            del executors
+    del reference
+    if device.startswith("cuda"):
+        torch.cuda.empty_cache()
     return row
+
+
+def interleaved(executors: dict[str, Any], inputs: dict[str, np.ndarray], rounds: int = 40,
+                max_seconds: float = 8.0, min_rounds: int = 8) -> dict[str, Any]:
+    """End-to-end times of several plans of one model taken in turns (one run of each per round,
+    the order rotated every round), so that a drift of the machine hits all of them alike; the
+    medians and each plan's median ratio to the first (the unpartitioned graph)."""
+    names = list(executors)
+    for executor in executors.values():
+        executor.prepare()
+        for _ in range(2):
+            executor.run(inputs)
+    times: dict[str, list[float]] = {name: [] for name in names}
+    start = time.perf_counter()
+    for r in range(rounds):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            executor = executors[name]
+            t0 = executor._clock()
+            executor.run(inputs)
+            times[name].append(executor._clock() - t0)
+        if r + 1 >= min_rounds and time.perf_counter() - start > max_seconds:
+            break
+    base = statistics.median(times[names[0]])
+    return {name: {"median_s": statistics.median(t), "min_s": min(t),
+                   "ratio_to_unpartitioned": statistics.median(t) / base, "times_s": t}
+            for name, t in times.items()} | {"rounds": len(times[names[0]])}
 
 
 def _float32_math_settings() -> dict[str, Any]:
@@ -134,6 +208,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget", type=float, default=300.0, help="seconds in all")
     parser.add_argument("--numerics-only", action="store_true",
                         help="check outputs only, no timing (the float32 check with TF32 off)")
+    parser.add_argument("--separate-memories", action="store_true",
+                        help="each memory space its own place even on one torch device "
+                             "(a CPU run that still makes every crossing)")
+    parser.add_argument("--interleave", nargs="*", default=[],
+                        help="after each model, time these plans and the unpartitioned graph "
+                             "in turns (drift-free ratios)")
     args = parser.parse_args(argv)
     # The float32 references must be float32: no TF32 in cuDNN convolutions or cuBLAS matmuls
     # (PyTorch >= 2.9 has fp32_precision settings; the allow_tf32 flags are being retired).
@@ -165,7 +245,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name} ({time.perf_counter() - start:.0f} s)", flush=True)
         try:
             row = run_model(args.bundles / f"{name}.json.gz", args.device,
-                            start + args.budget, write, args.numerics_only)
+                            start + args.budget, write, args.numerics_only,
+                            args.separate_memories, tuple(args.interleave))
         except Exception as err:  # noqa: BLE001 - keep the other models' evidence
             row = {"model": name, "error": f"{type(err).__name__}: {err}"}
             print(f"  {name} failed: {row['error']}", flush=True)

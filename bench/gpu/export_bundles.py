@@ -1,15 +1,18 @@
 """Export zoo models, partitioned by every strategy, as bundles for the GPU machine (runs HERE).
 
-The GPU machine has no TVM, so this script prepares each model for ``tensorcore`` here, plans it
-with each strategy under a cost model, and writes one bundle per model
-(:mod:`partition_lab.graph_io`): graph, argument bindings, plans and the predicted times.
+The GPU machine has no TVM, so this script prepares each model for the ``tensorcore`` platform
+here (Tensor Core regions, the GPU's CUDA cores, the host CPU in float32), plans it with each
+strategy under a cost model, and writes one bundle per model (:mod:`partition_lab.graph_io`):
+the platform's devices, graph, argument bindings, plans and the predicted times. Besides the
+strategies' plans, every bundle holds ``unpartitioned_gpu``: every op on the ``cuda`` device in
+one region, the whole graph on the GPU (the baseline a platform plan is compared with).
 
     export TOPHUB_LOCATION=NONE
-    # plans under the analytic H200 roofline (before a measured profile exists):
-    .venv/bin/python bench/gpu/export_bundles.py --out .gpu_bundle/roofline
+    # plans under the per-device H200 roofline (tensorcore / cuda / host in float32):
+    .venv/bin/python bench/gpu/export_bundles.py --out .gpu_bundle/platforms
     # plans again under the measured profile, from those bundles (no TVM needed):
-    .venv/bin/python bench/gpu/export_bundles.py --replan .gpu_bundle/roofline \\
-        --measured src/partition_lab/cost_models/profiles/h200_measured.json --out .gpu_bundle/measured
+    .venv/bin/python bench/gpu/export_bundles.py --replan .gpu_bundle/platforms \\
+        --measured src/partition_lab/cost_models/profiles/h200_measured.json --out .gpu_bundle/m
 """
 
 from __future__ import annotations
@@ -26,18 +29,19 @@ from partition_lab.comparison import compare_plans
 from partition_lab.cost_models.base import evaluate
 from partition_lab.errors import PlanError
 from partition_lab.graph_io import Bundle, read_bundle, write_bundle
-from partition_lab.plan import PartitionPlan
+from partition_lab.plan import CPU, PartitionPlan, Support
 
-STRATEGIES = ("greedy", "min_size", "no_mac", "cost", "optimal", "all_cpu")
+STRATEGIES = ("greedy", "cost", "optimal", "all_cpu")
 TARGET = "tensorcore"
-#: The zoo in the order the GPU side runs it: the interesting tensorcore model first.
+BASELINE = "unpartitioned_gpu"
+#: The zoo in the order the GPU side runs it: batch 32 first, then the batch-1 models.
 MODELS = ("resnet50_v1_b32", "resnet50_v1", "bert_encoder", "matmul_fp16_x100", "tiny_yolo_v2",
           "mobilenetv2_1.0", "densenet201", "resnet152_v1", "simple_pose_resnet152_v1b",
           "fcn_resnet101_ade")
 
 
 def cost_model_for(args: argparse.Namespace) -> Any:
-    """The measured-profile model if ``--measured`` is given, else the H200 roofline."""
+    """The measured-profile model if ``--measured`` is given, else the per-device H200 roofline."""
     if args.measured:
         from partition_lab.cost_models.measured_gpu import MeasuredGpuCostModel
 
@@ -47,28 +51,52 @@ def cost_model_for(args: argparse.Namespace) -> Any:
     return get_cost_model(TARGET, accel_profile="h200")
 
 
-def plan_bundle(bundle: Bundle, verdicts: Any, cost_model: Any, meta: dict[str, Any],
+def baseline_plan(graph: Any, support: Support) -> PartitionPlan:
+    """Every op on the platform's main device (``cuda``: the GPU), as one region."""
+    main = support.platform.main.name
+    plan = PartitionPlan.from_devices(graph, support, BASELINE, [main] * len(graph),
+                                      groups=[range(len(graph))],
+                                      notes=["every op on the GPU in one region (baseline)"])
+    plan.validate()
+    return plan
+
+
+def describe(plan: PartitionPlan, cost_model: Any) -> dict[str, Any]:
+    """Predicted time and where the ops went, for the bundle's metadata."""
+    cost = evaluate(plan, cost_model)
+    crossings = plan.crossing_tensors()
+    return {
+        **cost.to_dict(), "regions": None, "cuts": None,
+        "ops_per_device": plan.ops_per_device(),
+        "regions_per_device": {d: len(plan.regions_on(d)) for d in plan.platform.names},
+        "crossings": len(crossings),
+        "crossing_bytes": sum(t.nbytes for t, _, _ in crossings),
+        "host_ops": sorted({plan.graph[d.node].op for d in plan.decisions if d.device == CPU}),
+    }
+
+
+def plan_bundle(bundle: Bundle, support: Support, cost_model: Any, meta: dict[str, Any],
                 variants: int = 0) -> Bundle:
-    """``bundle`` with every strategy's plan under ``cost_model`` and the predictions in meta,
-    plus ``variants`` hand-made plans (see :func:`variant_plans`)."""
-    comparison = compare_plans(bundle.graph, verdicts, target=TARGET, strategies=STRATEGIES,
+    """``bundle`` with every strategy's plan and the baseline under ``cost_model`` and the
+    predictions in meta, plus ``variants`` hand-made plans (see :func:`variant_plans`)."""
+    comparison = compare_plans(bundle.graph, support, strategies=STRATEGIES,
                                cost_model=cost_model)
     plans = dict(comparison.plans)
+    plans[BASELINE] = baseline_plan(bundle.graph, support)
     plans.update(variant_plans(plans["greedy"], variants))
-    predicted = {name: evaluate(plan, cost_model).to_dict() | {"regions": None, "cuts": None}
-                 for name, plan in plans.items()}
+    predicted = {name: describe(plan, cost_model) for name, plan in plans.items()}
     meta = {**meta, "cost_model": cost_model.name, "predicted": predicted,
             "comparison": comparison.to_dict()}
-    return Bundle(bundle.graph, bundle.bindings, plans, meta)
+    return Bundle(bundle.graph, bundle.bindings, plans, meta, support.platform)
 
 
 def variant_plans(greedy: PartitionPlan, count: int, seed: int = 0) -> dict[str, PartitionPlan]:
     """Plans that are not any strategy's: the greedy plan with 1, 2, 4... random runs of
-    consecutive accelerator ops moved to the CPU (as a user's exclusions would), each a valid
+    consecutive off-host ops moved to the host (as a user's exclusions would), each a valid
     plan. They spread the plans of one model so that the ranking within a model is tested too;
     reported apart from the strategies."""
-    accel = greedy.accelerator_nodes
-    if count <= 0 or len(accel) < 8:
+    off_host = greedy.accelerator_nodes
+    if count <= 0 or len(off_host) < 8:
         return {}
     rng = random.Random(seed)
     variants: dict[str, PartitionPlan] = {}
@@ -76,15 +104,15 @@ def variant_plans(greedy: PartitionPlan, count: int, seed: int = 0) -> dict[str,
         if len(variants) == count:
             break
         runs = 2 ** (len(variants) % 4)
-        length = max(1, len(accel) // (4 * runs) if attempt % 2 else len(accel) // 40)
+        length = max(1, len(off_host) // (4 * runs) if attempt % 2 else len(off_host) // 40)
         moved: set[int] = set()
         for _ in range(runs):
-            start = rng.randrange(len(accel))
-            moved.update(accel[start:start + length])
-        plan = PartitionPlan.from_assignment(
-            greedy.graph, greedy.target, f"variant{len(variants)}",
-            [n for n in accel if n not in moved], greedy.verdicts,
-            notes=[f"greedy with {len(moved)} accelerator ops moved to the CPU ({runs} runs)"])
+            start = rng.randrange(len(off_host))
+            moved.update(off_host[start:start + length])
+        devices = [CPU if n in moved else greedy.device_of(n) for n in range(len(greedy.graph))]
+        plan = PartitionPlan.from_devices(
+            greedy.graph, greedy.support, f"variant{len(variants)}", devices,
+            notes=[f"greedy with {len(moved)} GPU ops moved to the host ({runs} runs)"])
         try:
             plan.validate()
         except PlanError:
@@ -93,7 +121,7 @@ def variant_plans(greedy: PartitionPlan, count: int, seed: int = 0) -> dict[str,
     return variants
 
 
-def export_from_zoo(name: str, small: bool, cost_model: Any) -> Bundle:
+def export_from_zoo(name: str, small: bool, cost_model: Any, variants: int) -> Bundle:
     from partition_lab import zoo
     from partition_lab.api import analyze
     from partition_lab.graph_io import bindings_from_relay
@@ -104,14 +132,14 @@ def export_from_zoo(name: str, small: bool, cost_model: Any) -> Bundle:
     meta = {"model": name, "small": small, "target": TARGET, "input_dtype": entry.dtype,
             "input_shapes": {k: list(v) for k, v in entry.shapes(small).items()}}
     bundle = Bundle(analysis.graph, bindings_from_relay(analysis.relay))
-    return plan_bundle(bundle, analysis.verdicts, cost_model, meta)
+    return plan_bundle(bundle, analysis.support, cost_model, meta, variants)
 
 
 def replan(path: Path, cost_model: Any, variants: int) -> Bundle:
     old = read_bundle(path)
-    verdicts = next(iter(old.plans.values())).verdicts
+    support = next(iter(old.plans.values())).support
     meta = {k: v for k, v in old.meta.items() if k not in ("predicted", "comparison")}
-    return plan_bundle(old, verdicts, cost_model, meta, variants)
+    return plan_bundle(old, support, cost_model, meta, variants)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -122,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--measured", type=Path, help="plan with this measured GPU profile")
     parser.add_argument("--replan", type=Path, help="re-plan the bundles in this folder")
     parser.add_argument("--variants", type=int, default=0,
-                        help="also this many hand-made plans per model with accelerator regions")
+                        help="also this many hand-made plans per model with GPU regions")
     args = parser.parse_args(argv)
     cost_model = cost_model_for(args)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -133,11 +161,14 @@ def main(argv: list[str] | None = None) -> int:
         if args.replan:
             bundle = replan(args.replan / f"{name}.json.gz", cost_model, args.variants)
         else:
-            bundle = export_from_zoo(name, args.small, cost_model)
+            bundle = export_from_zoo(name, args.small, cost_model, args.variants)
         path = write_bundle(args.out / f"{name}.json.gz", bundle)
-        totals = {s: round(p["total_s"] * 1e3, 3) for s, p in bundle.meta["predicted"].items()}
         print(f"{name}: {len(bundle.graph)} ops, {path.stat().st_size / 1e3:.0f} kB, "
-              f"{time.perf_counter() - start:.1f} s, predicted ms {totals}", flush=True)
+              f"{time.perf_counter() - start:.1f} s", flush=True)
+        for strategy, p in bundle.meta["predicted"].items():
+            placed = " ".join(f"{d}={c}" for d, c in p["ops_per_device"].items())
+            print(f"  {strategy:<18} {p['total_s'] * 1e3:9.3f} ms  {placed}  "
+                  f"crossings {p['crossings']}  host ops {p['host_ops']}", flush=True)
     return 0
 
 

@@ -37,7 +37,8 @@ from partition_lab.cost_models.measured_gpu import SCHEMA
 from partition_lab.cost_models.roofline import op_class
 from partition_lab.graph import OpGraphBuilder, TensorType
 from partition_lab.graph_io import ArgRef, read_bundle
-from partition_lab.plan import Decision, PartitionPlan, Region, Verdict
+from partition_lab.plan import PartitionPlan, Support, Verdict
+from partition_lab.platform import get_platform
 from partition_lab.torch_exec import PlanExecutor, RunTimings, op_callable, transfer
 
 SIZES = [2 ** k for k in range(8, 29, 2)]  # 256 B .. 256 MiB
@@ -154,10 +155,9 @@ def measure_executor_copies(device: str) -> dict[str, list[list[float]]]:
         first = builder.op("nn.relu", [builder.input("x", TensorType((n,), "float16"))])
         graph = builder.build(outputs=[builder.op("nn.relu", [first])])
         bindings = ((ArgRef("tensor", key="input:x"),), (ArgRef("tensor", key="nn.relu_0:0"),))
-        plan = PartitionPlan(graph, "tensorcore", "copy_probe",
-                             (Region(0, "tensorcore", (0,)), Region(1, "cpu", (1,))),
-                             (Decision(0, "tensorcore", 0, ""), Decision(1, "cpu", 1, "")),
-                             (Verdict(True, ""), Verdict(True, "")))
+        tensorcore = get_platform("tensorcore")
+        support = Support(tensorcore, {d: [Verdict(True, "probe")] * 2 for d in tensorcore.names})
+        plan = PartitionPlan.from_devices(graph, support, "copy_probe", ["tensorcore", "cpu"])
         executor = PlanExecutor(graph, plan, bindings, {}, device=device)
         inputs = {"x": np.random.default_rng(0).standard_normal(n).astype("float16")}
         samples: dict[str, list[float]] = {"h2d": [], "d2h": []}
@@ -270,7 +270,7 @@ def roofline_info(signatures: dict[str, tuple[Any, Any]]) -> dict[str, dict[str,
     """Per signature: op, op class and the H200 roofline's estimates (for fallback scaling)."""
     roofline = get_cost_model("tensorcore", accel_profile="h200")
     return {sig: {"op": node.op, "class": op_class(node),
-                  "roofline_accel_s": roofline.op_time(node, "accel"),
+                  "roofline_accel_s": roofline.op_time(node, "tensorcore"),
                   "roofline_cpu_s": roofline.op_time(node, "cpu")}
             for sig, (node, _) in signatures.items()}
 

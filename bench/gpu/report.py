@@ -75,8 +75,8 @@ def model_rows(evidence: dict[str, Any], bundle_dir: Path, model: MeasuredGpuCos
                           "copy_s": cost.transfer, "overhead_s": cost.overhead,
                           "copies": len(cost.cuts), "bytes": cost.transfer_bytes},
             "measured_breakdown": {
-                "cpu_s": sum(t for k, t in regions.items() if k.startswith("cpu")),
-                "accel_s": sum(t for k, t in regions.items() if k.startswith("accel")),
+                "cpu_s": sum(t for k, t in regions.items() if _device(b, k) == "cpu"),
+                "accel_s": sum(t for k, t in regions.items() if _device(b, k) != "cpu"),
                 "copy_s": b["copies"]["time_s"], "copies": b["copies"]["count"],
                 "synchronised_total_s": b["total_s"]},
             "error_vs_unpartitioned": measured["error_vs_unpartitioned"],
@@ -84,6 +84,12 @@ def model_rows(evidence: dict[str, Any], bundle_dir: Path, model: MeasuredGpuCos
             "coverage": model.coverage(bundle.graph),
         })
     return rows
+
+
+def _device(breakdown: dict[str, Any], label: str) -> str:
+    """The plan device of a region label (evidence files before plan/2 had only labels)."""
+    return breakdown.get("devices", {}).get(label) or ("cpu" if label.startswith("cpu")
+                                                        else "accel")
 
 
 def best_check(rows: list[dict[str, Any]]) -> dict[str, Any]:
