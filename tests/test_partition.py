@@ -33,13 +33,19 @@ def _compiler_functions(mod: tvm.IRModule) -> list:
             if mod[g].attrs is not None and "Compiler" in mod[g].attrs.keys()]
 
 
+def _byoc_regions(plan) -> list:
+    """Regions outlined as Compiler functions (on BYOC devices, not on a main target's cores)."""
+    return [r for r in plan.regions if plan.platform.device(r.device).outlined]
+
+
 @pytest.mark.parametrize("frontend", ["mxnet", "onnx"])
 @pytest.mark.parametrize("model", zoo.names())
 def test_partitioned_small_model_computes_the_same(model: str, frontend: str) -> None:
-    """Every accelerator target: the plan validates and the partitioned program's outputs match.
+    """Every accelerator platform: the plan validates and the partitioned program's outputs match.
 
-    Targets that yield the same plan (often neuron and neuron@2020) are executed once; a plan
-    with no accelerator region must leave the module unchanged, which is checked structurally.
+    Platforms that yield the same plan (often neuron and neuron@2020) are executed once; a plan
+    whose code all stays inline in one device (no Compiler function, no host island marked on
+    a GPU) must leave the module unchanged, which is checked structurally.
     """
     mod, params = zoo.load(model, frontend=frontend, small=True)
     inputs = zoo.sample_inputs(model, small=True)
@@ -47,12 +53,13 @@ def test_partitioned_small_model_computes_the_same(model: str, frontend: str) ->
     for target in ACCEL_TARGETS:
         result = partition_lab.partition(mod, target, params=params, name=model)
         result.plan.validate()
-        assert len(_compiler_functions(result.mod)) == len(result.plan.accelerator_regions)
-        if not result.plan.accelerator_regions:
+        outlined = _byoc_regions(result.plan)
+        assert len(_compiler_functions(result.mod)) == len(outlined)
+        if not outlined and len({r.device for r in result.plan.regions}) == 1:
             assert tvm.ir.structural_equal(result.mod["main"], result.prepared_mod["main"])
             continue
         fp16 = any(t.spec.dtype == "float16" for t in result.graph.tensors)
-        key = (fp16, tuple(sorted(r.nodes for r in result.plan.accelerator_regions)))
+        key = (fp16, tuple(sorted((r.device == "cpu", r.nodes) for r in result.plan.regions)))
         if key in executed:
             continue
         executed.add(key)
@@ -158,14 +165,16 @@ def test_resnet50_tensorcore_eligibility_depends_on_batch(model: str, eligible: 
     result = partition_lab.partition(mod, "tensorcore", params=params)
     convs = [n for n in result.graph if n.op == "nn.conv2d"]
     assert len(convs) == 53
-    on_accel = [n for n in convs if result.plan.device_of(n.id) != "cpu"]
+    on_tensor_cores = [n for n in convs if result.plan.device_of(n.id) == "tensorcore"]
+    # A conv the Tensor Core rules reject still runs on the GPU, on its CUDA cores.
+    assert all(result.plan.device_of(n.id) == "cuda" for n in convs if n not in on_tensor_cores)
     if eligible:
         # Every conv but the RGB stem (cin 3) runs on the Tensor Cores at batch 32.
-        assert len(on_accel) == 52
+        assert len(on_tensor_cores) == 52
         stem = result.plan.decisions[convs[0].id]
-        assert "cin 3" in stem.reason
+        assert stem.device == "cuda" and "cin 3" in stem.reason
     else:
-        assert on_accel == []
+        assert on_tensor_cores == []
         for node in convs:
             assert "batch 1 is not a multiple" in result.plan.decisions[node.id].reason or (
                 "cin 3" in result.plan.decisions[node.id].reason)
@@ -193,4 +202,5 @@ def test_plan_json_round_trips() -> None:
     again = partition_lab.PartitionPlan.from_dict(result.graph, data)
     assert again.regions == result.plan.regions
     assert again.decisions == result.plan.decisions
-    assert data["schema"] == "partition_lab.plan/1"
+    assert data["schema"] == "partition_lab.plan/2"
+    assert [d["name"] for d in data["devices"]] == ["neuron", "cpu"]

@@ -1,7 +1,9 @@
 """partition_lab's Relay passes, as ``tvm.transform`` passes that compose with ``Sequential``.
 
 The pipeline ``PrepareForTarget -> AnnotateSupport -> FormRegions -> OutlineRegions`` is what
-:func:`partition_lab.partition` runs. Between passes the state travels in module attributes
+:func:`partition_lab.partition` runs. ``target`` names a platform everywhere (a built-in name such
+as ``"tensorcore"`` or ``"neuron@2020"``, a platform or target file, a ``TargetSpec`` or a
+:class:`~partition_lab.platform.Platform`). Between passes the state travels in module attributes
 (JSON strings), so each pass can also be used alone or mixed with TVM's own passes::
 
     seq = tvm.transform.Sequential([
@@ -12,32 +14,40 @@ The pipeline ``PrepareForTarget -> AnnotateSupport -> FormRegions -> OutlineRegi
     ])
     partitioned = seq(mod)          # params bound beforehand
 
-Attributes: ``partition_lab.target`` (name), ``partition_lab.verdicts`` (one
-``[supported, reason, rule, anchor]`` per node of the OpGraph) and ``partition_lab.plan``
-(``PartitionPlan.to_json()``).
+Attributes: ``partition_lab.target`` (the platform's name), ``partition_lab.verdicts`` (schema
+``partition_lab.support/1``: the platform's devices and, per device, one ``[supported, reason,
+rule, anchor]`` per node of the OpGraph; a plain list of rows, the older form, is one
+accelerator named by the target attribute) and ``partition_lab.plan``
+(``PartitionPlan.to_json()``). Platforms built in this process are found again by name; others
+are rebuilt from the devices recorded in the attribute (support is not re-derived).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import tvm
 
 from ..errors import PartitionLabError
-from ..plan import PartitionPlan, Verdict
+from ..plan import PartitionPlan, Support, Verdict
+from ..platform import Device, Platform, get_platform, host_device
 from ..relay_graph import relay_graph
-from .annotate import support_verdicts
-from .outline import outline
+from .annotate import support_table, support_verdicts
+from .outline import outline, outline_regions
 from .prepare import prepare
 
 TARGET_ATTR = "partition_lab.target"
 VERDICTS_ATTR = "partition_lab.verdicts"
 PLAN_ATTR = "partition_lab.plan"
+SUPPORT_SCHEMA = "partition_lab.support/1"
 
 __all__ = ["AnnotateSupport", "FormRegions", "OutlineRegions", "PrepareForTarget",
-           "outline", "prepare", "support_verdicts"]
+           "outline", "outline_regions", "prepare", "support_table", "support_verdicts"]
+
+#: Platforms annotated in this process, by name (a platform file or object is not re-read).
+_PLATFORMS: dict[str, Platform] = {}
 
 
 def _attr(mod: tvm.IRModule, key: str, needed_by: str) -> str:
@@ -48,14 +58,12 @@ def _attr(mod: tvm.IRModule, key: str, needed_by: str) -> str:
 
 
 def PrepareForTarget(target: Any, **target_options: Any) -> tvm.transform.Pass:  # noqa: N802
-    """Layout/precision conversion the target asks for (e.g. NHWC + fp16 for tensorcore)."""
-    from ..targets import get_target
-
-    spec = get_target(target, **target_options)
+    """Layout/precision conversion the platform's devices ask for (NHWC + fp16 for tensorcore)."""
+    platform = get_platform(target, **target_options)
 
     @tvm.transform.module_pass(opt_level=0, name="partition_lab.PrepareForTarget")
     def _pass(mod: tvm.IRModule, _ctx: Any) -> tvm.IRModule:
-        return prepare(mod, spec.prepare_steps())
+        return prepare(mod, platform.prepare_steps())
 
     return _pass
 
@@ -64,18 +72,23 @@ def AnnotateSupport(  # noqa: N802
     target: Any, excl_node_names: Iterable[str] = (), exclude_ops: Iterable[str] = (),
     **target_options: Any,
 ) -> tvm.transform.Pass:
-    """Record the target's verdict (with its reason) for every op, after exclusions."""
-    from ..targets import get_target
-
-    spec = get_target(target, **target_options)
+    """Record every device's verdict (with its reason) for every op, after exclusions."""
+    platform = get_platform(target, **target_options)
     names, ops = tuple(excl_node_names), tuple(exclude_ops)
 
     @tvm.transform.module_pass(opt_level=0, name="partition_lab.AnnotateSupport")
     def _pass(mod: tvm.IRModule, _ctx: Any) -> tvm.IRModule:
         graph = relay_graph(mod).graph
-        verdicts = support_verdicts(graph, spec, names, ops)
-        encoded = json.dumps([[v.supported, v.reason, v.rule, v.anchor] for v in verdicts])
-        return mod.with_attr(TARGET_ATTR, spec.name).with_attr(VERDICTS_ATTR, encoded)
+        support = support_table(graph, platform, names, ops)
+        _PLATFORMS[platform.name] = platform
+        encoded = json.dumps({
+            "schema": SUPPORT_SCHEMA,
+            "devices": [_device_dict(d) for d in platform.devices],
+            "verdicts": {d.name: [[v.supported, v.reason, v.rule, v.anchor]
+                                  for v in support.of(i)]
+                         for i, d in enumerate(platform.devices)},
+        })
+        return mod.with_attr(TARGET_ATTR, platform.name).with_attr(VERDICTS_ATTR, encoded)
 
     return _pass
 
@@ -90,10 +103,11 @@ def FormRegions(strategy: str = "greedy", cost_model: Any = None, **options: Any
     @tvm.transform.module_pass(opt_level=0, name="partition_lab.FormRegions")
     def _pass(mod: tvm.IRModule, _ctx: Any) -> tvm.IRModule:
         target = _attr(mod, TARGET_ATTR, "FormRegions")
-        verdicts = [Verdict(*row) for row in json.loads(_attr(mod, VERDICTS_ATTR, "FormRegions"))]
+        support = _read_support(target, json.loads(_attr(mod, VERDICTS_ATTR, "FormRegions")))
         graph = relay_graph(mod).graph
-        model = cost_model if cost_model is not None else _default_cost_model(target, get_cost_model)
-        plan = chosen.run(graph, verdicts, target=target, cost_model=model)
+        model = cost_model if cost_model is not None else \
+            _default_cost_model(support.platform, get_cost_model)
+        plan = chosen.run(graph, support, cost_model=model)
         plan.validate()
         return mod.with_attr(PLAN_ATTR, plan.to_json(indent=None))
 
@@ -101,22 +115,66 @@ def FormRegions(strategy: str = "greedy", cost_model: Any = None, **options: Any
 
 
 def OutlineRegions() -> tvm.transform.Pass:  # noqa: N802
-    """Outline the recorded plan's accelerator regions into ``Compiler=<target>`` functions."""
+    """Outline the recorded plan's regions: ``Compiler=<device compiler>`` functions per BYOC
+    device, main-target regions and host islands inline (host islands marked on GPU platforms)."""
 
     @tvm.transform.module_pass(opt_level=0, name="partition_lab.OutlineRegions")
     def _pass(mod: tvm.IRModule, _ctx: Any) -> tvm.IRModule:
         rg = relay_graph(mod)
-        plan = PartitionPlan.from_dict(rg.graph, json.loads(_attr(mod, PLAN_ATTR, "OutlineRegions")))
+        data = json.loads(_attr(mod, PLAN_ATTR, "OutlineRegions"))
+        known = _PLATFORMS.get(data.get("target", ""))
+        if known is not None and [d["name"] for d in data.get("devices", ())] != known.names:
+            known = None
+        plan = PartitionPlan.from_dict(rg.graph, data, platform=known)
         plan.validate()
         return outline(rg, plan)
 
     return _pass
 
 
-def _default_cost_model(target: str, get_cost_model: Any) -> Any:
-    try:
-        from ..targets import get_target
+# ---------------------------------------------------------------------------- attributes
+def _device_dict(d: Device) -> dict[str, Any]:
+    return {"name": d.name, "role": d.role, "memory": d.memory, "compiler": d.compiler,
+            "precision": d.precision, "preference": d.preference, "colour": d.colour,
+            "profile": d.profile, "matrix_engine": d.matrix_engine}
 
-        return get_cost_model(get_target(target))
+
+def _read_support(target: str, data: Any) -> Support:
+    """The :class:`Support` an AnnotateSupport attribute records (either form)."""
+    if isinstance(data, list):  # the one-accelerator form: rows of the target's verdicts
+        return Support.single([Verdict(*row) for row in data], target)
+    table = {name: [Verdict(*row) for row in rows] for name, rows in data["verdicts"].items()}
+    return Support(_platform_for(target, data["devices"]), table)
+
+
+def _platform_for(target: str, devices: list[Mapping[str, Any]]) -> Platform:
+    names = [d["name"] for d in devices]
+    known = _PLATFORMS.get(target)
+    if known is not None and known.names == names:
+        return known
+    try:
+        built = get_platform(target)
+        if built.names == names:
+            return built
     except PartitionLabError:
-        return None  # a user target registered only in another process: strategies without costs
+        pass
+    from ..targets.base import TargetSpec
+
+    rebuilt = []
+    for d in devices:
+        if d["role"] == "host":
+            rebuilt.append(host_device(d["precision"]))
+            continue
+        rebuilt.append(Device(d["name"], TargetSpec(d["name"], supports_all=True), role=d["role"],
+                              memory=d["memory"], compiler=d["compiler"],
+                              precision=d["precision"], preference=d["preference"],
+                              colour=d["colour"], profile=d.get("profile"),
+                              matrix_engine=d.get("matrix_engine", True)))
+    return Platform(target, tuple(rebuilt))
+
+
+def _default_cost_model(platform: Platform, get_cost_model: Any) -> Any:
+    try:
+        return get_cost_model(platform)
+    except PartitionLabError:
+        return None  # a device without a hardware profile: strategies without costs
