@@ -610,7 +610,8 @@ def default_reason_for(support: Support, node: int, device: str) -> Reason:
         if rejecting is not None:
             name, rejection = rejecting
             if device == CPU:
-                return Reason("rejected", rejection.reason, rejection.rule, name)
+                return Reason("rejected", _all_rejections(support, node, index) or
+                              rejection.reason, rejection.rule, name)
             accepted = f"supported by {device}: {verdict.reason}" if verdict.reason else \
                 f"supported by {device}"
             return Reason("rejected", f"{rejection.reason}; {accepted}", rejection.rule, name)
@@ -631,6 +632,15 @@ def _first_rejection(support: Support, node: int, before: int) -> tuple[str, Ver
         if not verdict.supported:
             return support.platform.names[d], verdict
     return None
+
+
+def _all_rejections(support: Support, node: int, before: int) -> str:
+    """``"npu: <reason>; dsp: <reason>"`` when more than one device rejects ``node``."""
+    rejections = [(support.platform.names[d], support.verdict(node, d)) for d in range(before)
+                  if not support.verdict(node, d).supported]
+    if len(rejections) < 2:
+        return ""
+    return "; ".join(f"{name}: {verdict.reason}" for name, verdict in rejections)
 
 
 def _reason_from(node: Mapping[str, Any]) -> Reason:

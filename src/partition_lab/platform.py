@@ -303,7 +303,8 @@ def load_platform_file(path: str | os.PathLike[str]) -> Platform:
 
     Each device table: ``name``, ``role`` (byoc | main | host), ``memory``, ``target`` (a built-in
     target name or a target file relative to this file; the host needs none), ``compiler``,
-    ``precision``, ``preference``, ``colour``, ``profile``, ``matrix_engine``. ``[[links]]`` give
+    ``precision``, ``preference``, ``colour``, ``profile`` (the host's too: its cost profile),
+    ``matrix_engine``. ``[[links]]`` give
     a link profile per pair of memory spaces: ``memories = ["npu", "host"]``, ``profile``.
     """
     from .targets import get_target
@@ -323,7 +324,8 @@ def load_platform_file(path: str | os.PathLike[str]) -> Platform:
             raise TargetSpecError(f"{where}: device {name!r}: role must be byoc, main or host")
         if role == "host":
             devices.append(replace(host_device(str(entry.get("precision", AS_PREPARED))),
-                                   colour=str(entry.get("colour", _ROLE_COLOURS["host"]))))
+                                   colour=str(entry.get("colour", _ROLE_COLOURS["host"])),
+                                   profile=entry.get("profile")))
             continue
         if "target" not in entry:
             raise TargetSpecError(f"{where}: device {name!r} needs a target (a name or a file)")

@@ -66,7 +66,8 @@ def get_cost_model(
         ``cpu_profile``. Any other device raises :class:`ProfileError` unless ``accel_profile``
         is given.
     cpu_profile:
-        Host profile; default ``xeon_gold_6130`` (the field reports' CPU).
+        Host profile; default the platform host's ``profile``, else ``xeon_gold_6130`` (the
+        field reports' CPU).
     measured_cpu:
         A measurement table (or a cache file) to replace the CPU estimates of measured ops.
 
@@ -76,7 +77,7 @@ def get_cost_model(
     from ..platform import get_platform
 
     platform = get_platform("tensorcore" if spec is None else spec)
-    cpu = _profile(cpu_profile or DEFAULT_CPU_PROFILE)
+    cpu = _profile(cpu_profile or platform.host.profile or DEFAULT_CPU_PROFILE)
     profiles = {d.name: _profile(accel_profile or _default_accel_profile(d, platform.name))
                 for d in platform.accelerators}
     links = {lk.memories: _profile(lk.profile).host_link for lk in platform.links
