@@ -14,6 +14,7 @@ from partition_lab import synthetic
 from partition_lab.cost_models import evaluate, get_cost_model
 from partition_lab.errors import PlanError, TargetSpecError
 from partition_lab.graph import OpGraph
+from partition_lab.passes.annotate import support_table
 from partition_lab.plan import CPU, PartitionPlan, Support, Verdict, host_verdict
 from partition_lab.platform import AS_PREPARED, Device, Platform, get_platform, host_device
 from partition_lab.strategies import NotApplicableError, available_strategies, get_strategy
@@ -223,10 +224,7 @@ def test_an_anchorless_group_falls_back_to_the_next_device() -> None:
 
 def test_tensorcore_rejects_go_to_cuda_on_a_resnet_at_batch_1() -> None:
     graph = synthetic.resnet_v1((1, 1, 1, 1), image=64, classes=10)
-    platform = get_platform("tensorcore")
-    support = Support(platform, {
-        d.name: (list(d.spec.check_graph(graph)) if d.name != CPU else
-                 [host_verdict() for _ in graph]) for d in platform.devices})
+    support = support_table(graph, get_platform("tensorcore"))
     plan = get_strategy("greedy").run(graph, support)
     counts = plan.ops_per_device()
     assert counts["cpu"] == 0 and counts["cuda"] == len(graph)  # batch 1: no Tensor Core conv
@@ -292,10 +290,7 @@ def test_host_islands_of_an_fp16_gpu_program_pay_casts() -> None:
 # ---------------------------------------------------------------------------- reasons as data
 def test_reasons_are_data_and_the_summary_groups_by_them() -> None:
     graph = synthetic.resnet_v1((1, 1, 1, 1), image=64, classes=10)
-    platform = get_platform("tensorcore")
-    support = Support(platform, {
-        d.name: (list(d.spec.check_graph(graph)) if d.name != CPU else
-                 [host_verdict() for _ in graph]) for d in platform.devices})
+    support = support_table(graph, get_platform("tensorcore"))
     plan = get_strategy("greedy").run(graph, support)
     convs = [d for d in plan.decisions if graph[d.node].op == "nn.conv2d"]
     assert {d.why.code for d in convs} == {"rejected"}
@@ -312,5 +307,5 @@ def test_reasons_are_data_and_the_summary_groups_by_them() -> None:
     assert "nn.conv2d" not in dense.split(":", 2)[2]  # a dense is not explained as a conv
     data = json.loads(plan.to_json())
     assert data["nodes"][0]["why"]["code"] == "rejected"
-    again = PartitionPlan.from_dict(graph, data, platform=platform)
+    again = PartitionPlan.from_dict(graph, data, platform=plan.platform)
     assert again.decisions[0].why == plan.decisions[0].why
