@@ -30,7 +30,7 @@ def timed(run: Callable[[], Any]) -> float:
 def measure(name: str, small: bool) -> dict[str, float]:
     """Seconds for each step of one model; see the module docstring."""
     from partition_lab import zoo
-    from partition_lab.frontends import load_model
+    from partition_lab.relay.frontends import load_model
 
     shapes = dict(zoo.info(name).shapes(small))
     build_mxnet = timed(lambda: zoo.mxnet_paths(name, small=small))

@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 
 from partition_lab import synthetic
+from partition_lab.core.graph import OpGraph, OpNode, TensorType
+from partition_lab.core.plan import PartitionPlan
 from partition_lab.cost_models import (
     MeasuredCpuCostModel,
     RooflineCostModel,
@@ -23,8 +25,6 @@ from partition_lab.cost_models import (
     save_measurements,
 )
 from partition_lab.errors import ProfileError
-from partition_lab.graph import OpGraph, OpNode, TensorType
-from partition_lab.plan import PartitionPlan
 from partition_lab.targets import TargetSpec
 
 SHIPPED = ["h200", "inferentia1", "local_cpu", "t4", "v100", "xeon_gold_6130"]

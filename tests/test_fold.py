@@ -6,9 +6,9 @@ import numpy as np
 import tvm
 from tvm import relay
 
-from partition_lab.passes.fold import _FOLDERS, fold_weight_transforms
-from partition_lab.passes.prepare import prepare_passes
-from partition_lab.runtime import run_module
+from partition_lab.relay.passes.fold import _FOLDERS, fold_weight_transforms
+from partition_lab.relay.passes.prepare import prepare_passes
+from partition_lab.relay.runtime import run_module
 
 
 def conv_bn_module() -> tvm.IRModule:

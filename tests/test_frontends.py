@@ -1,4 +1,4 @@
-"""partition_lab.frontends.load_model: every source kind, source-name spans, every bad input."""
+"""partition_lab.relay.frontends.load_model: every source kind, source-name spans, every bad input."""
 
 from __future__ import annotations
 
@@ -24,9 +24,9 @@ from partition_lab.errors import (
     PartitionLabError,
     UnsupportedOperatorError,
 )
-from partition_lab.frontends import _onnx as onnx_frontend
-from partition_lab.frontends import calls_without_source_name, load_model, source_name
-from partition_lab.frontends._spans import calls_in_order
+from partition_lab.relay.frontends import _onnx as onnx_frontend
+from partition_lab.relay.frontends import calls_without_source_name, load_model, source_name
+from partition_lab.relay.frontends._spans import calls_in_order
 
 
 def op_counts(mod: tvm.IRModule) -> Counter[str]:

@@ -12,11 +12,16 @@ import tvm
 import partition_lab
 from partition_lab import zoo
 from partition_lab.api import analyze, bind_params
+from partition_lab.core.plan import Verdict
 from partition_lab.errors import ExclusionError, UnknownTargetError
-from partition_lab.passes import AnnotateSupport, FormRegions, OutlineRegions, PrepareForTarget
-from partition_lab.passes.tvm_reference import tvm_chain_regions
-from partition_lab.plan import Verdict
-from partition_lab.runtime import RegionExecutor, run_module
+from partition_lab.relay.passes import (
+    AnnotateSupport,
+    FormRegions,
+    OutlineRegions,
+    PrepareForTarget,
+)
+from partition_lab.relay.passes.tvm_reference import tvm_chain_regions
+from partition_lab.relay.runtime import RegionExecutor, run_module
 from partition_lab.strategies import get_strategy
 
 ACCEL_TARGETS = ["neuron", "neuron@2020", "tensorcore"]

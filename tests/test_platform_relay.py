@@ -15,11 +15,16 @@ from tvm import relay
 import partition_lab
 from partition_lab import zoo
 from partition_lab.api import analyze, bind_params
+from partition_lab.core.platform import get_platform
 from partition_lab.cost_models import get_cost_model
-from partition_lab.passes import AnnotateSupport, FormRegions, OutlineRegions, PrepareForTarget
-from partition_lab.passes.outline import outline, outline_regions
-from partition_lab.platform import get_platform
-from partition_lab.runtime import RegionExecutor, run_module
+from partition_lab.relay.passes import (
+    AnnotateSupport,
+    FormRegions,
+    OutlineRegions,
+    PrepareForTarget,
+)
+from partition_lab.relay.passes.outline import outline, outline_regions
+from partition_lab.relay.runtime import RegionExecutor, run_module
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "platforms" / "npu_dsp_cpu.toml"
 # float32 plans against the unpartitioned float32 module (as tests/test_partition.py).

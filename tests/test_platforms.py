@@ -11,12 +11,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from partition_lab import synthetic
+from partition_lab.core.graph import OpGraph
+from partition_lab.core.ops import MAC_OPS
+from partition_lab.core.plan import CPU, PartitionPlan, Support, Verdict, host_verdict
+from partition_lab.core.platform import AS_PREPARED, Device, Platform, get_platform, host_device
 from partition_lab.cost_models import evaluate, get_cost_model
 from partition_lab.errors import PlanError, TargetSpecError
-from partition_lab.graph import OpGraph
-from partition_lab.passes.annotate import support_table
-from partition_lab.plan import CPU, PartitionPlan, Support, Verdict, host_verdict
-from partition_lab.platform import AS_PREPARED, Device, Platform, get_platform, host_device
+from partition_lab.relay.passes.annotate import support_table
 from partition_lab.strategies import NotApplicableError, available_strategies, get_strategy
 from partition_lab.strategies.costing import CostTables
 from partition_lab.targets import TargetSpec
@@ -96,7 +97,7 @@ def random_support(graph: OpGraph, platform: Platform, seed: int,
             ok = rng.random() < (0.6 if device.role == "byoc" else 0.85)
             row.append(Verdict(ok, f"{device.name} {'takes' if ok else 'rejects'} {node.op}",
                                "random", anchor=ok and anchored and device.role == "byoc"
-                               and node.op in synthetic.MAC_OPS))
+                               and node.op in MAC_OPS))
         table[device.name] = row
     return Support(platform, table)
 

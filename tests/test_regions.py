@@ -1,6 +1,6 @@
 """form_regions: TVM MergeCompilerRegions semantics, cycle safety, and a slow reference.
 
-The reference below is written independently of ``partition_lab.regions``: a literal transcription
+The reference below is written independently of ``partition_lab.core.regions``: a literal transcription
 of TVM's ``RegionMerger`` (restriction sets with id renaming, quadratic), and, where that yields a
 cyclic region graph, the exact rule checked with networkx paths. A test against TVM itself (when
 importable) checks that the transcription is TVM.
@@ -18,11 +18,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from partition_lab import regions as regions_module
 from partition_lab import synthetic
-from partition_lab.graph import OpGraph, OpGraphBuilder, TensorType
-from partition_lab.plan import PartitionPlan, Verdict
-from partition_lab.regions import _expand, _has_cycle, _merge, form_regions
+from partition_lab.core import regions as regions_module
+from partition_lab.core.graph import OpGraph, OpGraphBuilder, TensorType
+from partition_lab.core.plan import PartitionPlan, Verdict
+from partition_lab.core.regions import _expand, _has_cycle, _merge, form_regions
 
 TUPLE_OPS = {"concatenate", "stack", "meshgrid", "einsum"}
 SPEC = TensorType((1, 4), "float32")

@@ -13,9 +13,9 @@ from tvm import relay
 
 from partition_lab import zoo
 from partition_lab.api import analyze
+from partition_lab.core.graph import TensorType
 from partition_lab.errors import PartitionLabError
-from partition_lab.graph import TensorType
-from partition_lab.relay_graph import attrs_to_dict, relay_graph, source_name
+from partition_lab.relay.relay_graph import attrs_to_dict, relay_graph, source_name
 
 
 def direct_types(ty) -> tuple[TensorType, ...]:

@@ -25,9 +25,9 @@ from partition_lab import (
     render,
     synthetic,
 )
+from partition_lab.core.plan import CPU, Support, host_verdict
+from partition_lab.core.platform import Device, Platform, get_platform, host_device
 from partition_lab.cost_models.base import evaluate
-from partition_lab.plan import CPU, Support, host_verdict
-from partition_lab.platform import Device, Platform, get_platform, host_device
 from partition_lab.strategies import get_strategy
 from partition_lab.targets.base import TargetSpec
 

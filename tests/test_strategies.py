@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 
 from partition_lab import synthetic
 from partition_lab.comparison import compare_plans
+from partition_lab.core.graph import OpGraph
+from partition_lab.core.plan import CPU, PartitionPlan, Verdict
 from partition_lab.cost_models import evaluate, get_cost_model
 from partition_lab.errors import PartitionLabError, PlanError, UnknownStrategyError
-from partition_lab.graph import OpGraph
-from partition_lab.plan import CPU, PartitionPlan, Verdict
 from partition_lab.strategies import (
     NotApplicableError,
     available_strategies,

@@ -14,9 +14,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from partition_lab.core.graph import OpGraphBuilder, OpNode, TensorType
+from partition_lab.core.plan import Verdict
 from partition_lab.errors import TargetSpecError, UnknownTargetError
-from partition_lab.graph import OpGraphBuilder, OpNode, TensorType
-from partition_lab.plan import Verdict
 from partition_lab.targets import (
     AnyOf,
     AttrIn,

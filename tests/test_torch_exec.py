@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from partition_lab.core.graph import OpGraphBuilder, TensorType
 from partition_lab.cost_models.measured import op_signature
 from partition_lab.cost_models.measured_gpu import (
     MeasuredGpuCostModel,
@@ -27,7 +28,6 @@ from partition_lab.cost_models.measured_gpu import (
     parse_gpu_profile,
 )
 from partition_lab.errors import ProfileError
-from partition_lab.graph import OpGraphBuilder, TensorType
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
 REQUIRE_TORCH = os.environ.get("PARTITION_LAB_REQUIRE_TORCH") == "1"
@@ -106,10 +106,10 @@ def _run_both(exprs: list[Any]) -> tuple[list[np.ndarray], list[np.ndarray], dic
     import tvm
     from tvm import relay
 
-    from partition_lab.graph_io import bindings_from_relay, weights_from_relay
-    from partition_lab.relay_graph import relay_graph
-    from partition_lab.runtime import run_module
-    from partition_lab.torch_exec import run_plan
+    from partition_lab.executors.graph_io import bindings_from_relay, weights_from_relay
+    from partition_lab.executors.torch_exec import run_plan
+    from partition_lab.relay.relay_graph import relay_graph
+    from partition_lab.relay.runtime import run_module
 
     body = relay.Tuple(exprs)
     mod = relay.transform.InferType()(tvm.IRModule.from_expr(
@@ -146,9 +146,9 @@ def test_resize2d_matches_tvm_python_reference(layout: str, transform: str) -> N
     from tvm import relay
     from tvm.topi.testing import resize2d_python
 
-    from partition_lab.graph_io import bindings_from_relay
-    from partition_lab.relay_graph import relay_graph
-    from partition_lab.torch_exec import run_plan
+    from partition_lab.executors.graph_io import bindings_from_relay
+    from partition_lab.executors.torch_exec import run_plan
+    from partition_lab.relay.relay_graph import relay_graph
 
     shape = (2, 8, 9, 11) if layout == "NCHW" else (2, 9, 11, 8)
     x = relay.var("x", shape=shape, dtype="float32")
@@ -170,7 +170,7 @@ def partitioned(request: pytest.FixtureRequest) -> Any:
     """A small zoo model partitioned for tensorcore in fp32 (greedy), with TVM's llvm outputs."""
     import partition_lab
     from partition_lab import zoo
-    from partition_lab.runtime import run_module
+    from partition_lab.relay.runtime import run_module
 
     mod, params = zoo.load(request.param, small=True)
     result = partition_lab.partition(mod, "tensorcore", params=params, precision="fp32",
@@ -183,8 +183,8 @@ def partitioned(request: pytest.FixtureRequest) -> Any:
 @needs_torch
 @pytest.mark.slow
 def test_cpu_path_matches_tvm_llvm_on_small_zoo_models(partitioned: Any) -> None:
-    from partition_lab.graph_io import bindings_from_relay, weights_from_relay
-    from partition_lab.torch_exec import run_plan
+    from partition_lab.executors.graph_io import bindings_from_relay, weights_from_relay
+    from partition_lab.executors.torch_exec import run_plan
 
     result = partitioned.result
     outputs, timings = run_plan(result.graph, result.plan, partitioned.inputs,
@@ -205,8 +205,13 @@ def test_plans_with_cpu_islands_compute_the_same_after_a_bundle_round_trip(
     """Every strategy's plan, written to a bundle and read back, gives the unpartitioned outputs
     with the bundle's own (synthetic, calibrated) weights."""
     from partition_lab.comparison import compare_plans
-    from partition_lab.graph_io import Bundle, bindings_from_relay, read_bundle, write_bundle
-    from partition_lab.torch_exec import (
+    from partition_lab.executors.graph_io import (
+        Bundle,
+        bindings_from_relay,
+        read_bundle,
+        write_bundle,
+    )
+    from partition_lab.executors.torch_exec import (
         calibrate_batch_norm,
         run_plan,
         sample_inputs,
@@ -259,8 +264,8 @@ def _three_device_plan(result: Any) -> Any:
     with regions on all three devices of tensorcore and crossings between them."""
     import random
 
+    from partition_lab.core.plan import PartitionPlan
     from partition_lab.errors import PlanError
-    from partition_lab.plan import PartitionPlan
 
     graph, plan = result.graph, result.plan
     n = len(graph)
@@ -289,8 +294,8 @@ def test_three_device_plan_on_the_cpu_moves_what_the_plan_says_in_island_order(
     exactly the plan's crossings (once per destination domain, none between the Tensor Core and
     CUDA-core regions, which share the GPU's memory), runs regions in a topological order of the
     region graph, and computes what the unpartitioned graph computes."""
-    from partition_lab.graph_io import bindings_from_relay
-    from partition_lab.torch_exec import (
+    from partition_lab.executors.graph_io import bindings_from_relay
+    from partition_lab.executors.torch_exec import (
         PlanExecutor,
         RunTimings,
         calibrate_batch_norm,
@@ -345,9 +350,9 @@ def test_three_device_plan_on_the_cpu_moves_what_the_plan_says_in_island_order(
 
 @needs_torch
 def test_places_follow_memory_spaces_and_precisions() -> None:
+    from partition_lab.core.platform import get_platform
     from partition_lab.errors import PartitionLabError
-    from partition_lab.platform import get_platform
-    from partition_lab.torch_exec import places_of
+    from partition_lab.executors.torch_exec import places_of
 
     tensorcore = get_platform("tensorcore")
     gpu = places_of(tensorcore, device="cuda")
@@ -371,11 +376,11 @@ def test_host_in_float32_casts_at_its_boundary_and_the_gpu_side_shares_memory() 
     """A float16 graph on tensorcore: the host (precision float32) computes in float32; a tensor
     entering it is cast up, one leaving it cast back to float16 (the crossing rounds); the
     tensorcore -> cuda edge is no crossing at all."""
-    from partition_lab.graph_io import ArgRef
-    from partition_lab.passes.annotate import support_table
-    from partition_lab.plan import PartitionPlan
-    from partition_lab.platform import get_platform
-    from partition_lab.torch_exec import PlanExecutor
+    from partition_lab.core.plan import PartitionPlan
+    from partition_lab.core.platform import get_platform
+    from partition_lab.executors.graph_io import ArgRef
+    from partition_lab.executors.torch_exec import PlanExecutor
+    from partition_lab.relay.passes.annotate import support_table
 
     b = OpGraphBuilder("chain")
     h = TensorType((4, 8), "float16")
@@ -419,8 +424,8 @@ class Block(importlib.abc.MetaPathFinder):
             raise ImportError("tvm is blocked in this test: " + name)
 sys.meta_path.insert(0, Block())
 import numpy as np
-from partition_lab.graph_io import read_bundle
-from partition_lab.torch_exec import PlanExecutor
+from partition_lab.executors.graph_io import read_bundle
+from partition_lab.executors.torch_exec import PlanExecutor
 bundle = read_bundle(sys.argv[1])
 platform = bundle.platform
 print([(d.name, d.role, d.memory, d.precision) for d in platform.devices])
@@ -440,10 +445,10 @@ def test_a_bundle_carries_its_platform_to_a_machine_without_tvm(tmp_path: Path) 
     import subprocess
     import sys
 
-    from partition_lab.graph_io import ArgRef, Bundle, write_bundle
-    from partition_lab.passes.annotate import support_table
-    from partition_lab.plan import PartitionPlan
-    from partition_lab.platform import get_platform
+    from partition_lab.core.plan import PartitionPlan
+    from partition_lab.core.platform import get_platform
+    from partition_lab.executors.graph_io import ArgRef, Bundle, write_bundle
+    from partition_lab.relay.passes.annotate import support_table
 
     b = OpGraphBuilder("chain")
     x = b.input("x", TensorType((4, 8), "float16"))
@@ -470,7 +475,7 @@ def test_a_bundle_carries_its_platform_to_a_machine_without_tvm(tmp_path: Path) 
 
 # ---------------------------------------------------------------------------- weights, dtypes
 def _bn_graph() -> tuple[Any, Any]:
-    from partition_lab.graph_io import ArgRef
+    from partition_lab.executors.graph_io import ArgRef
 
     b = OpGraphBuilder("bn")
     x = b.input("x", TensorType((4, 3, 5, 5), "float32"))
@@ -485,7 +490,7 @@ def _bn_graph() -> tuple[Any, Any]:
 
 @needs_torch
 def test_synthetic_weights_depend_on_seed_only_and_calibration_normalises() -> None:
-    from partition_lab.torch_exec import calibrate_batch_norm, run_plan, synthetic_weights
+    from partition_lab.executors.torch_exec import calibrate_batch_norm, run_plan, synthetic_weights
 
     graph, bindings = _bn_graph()
     first, again = synthetic_weights(graph, bindings, 7), synthetic_weights(graph, bindings, 7)
@@ -515,7 +520,7 @@ def test_synthetic_weights_depend_on_seed_only_and_calibration_normalises() -> N
 def test_compute_dtype_policy(graph_dtype: str, device: str, mode: str, expected: str) -> None:
     import torch
 
-    from partition_lab.torch_exec import compute_dtype
+    from partition_lab.executors.torch_exec import compute_dtype
 
     assert compute_dtype(graph_dtype, device, mode) == getattr(torch, expected)
 
@@ -528,7 +533,7 @@ def test_copies_round_to_the_graph_dtype_except_in_the_float32_reference(mode: s
     must not round at copies: that rounding once showed up as 1e-2 errors in float32 mode."""
     import torch
 
-    from partition_lab.torch_exec import compute_dtype, transfer, wire_dtype
+    from partition_lab.executors.torch_exec import compute_dtype, transfer, wire_dtype
 
     value = torch.tensor([1.0001, 3.14159265, 1e-6], dtype=torch.float32)
     moved = transfer(value, "cpu", wire_dtype("float16", mode), compute_dtype("float16", "cpu", mode))
@@ -540,8 +545,8 @@ def test_copies_round_to_the_graph_dtype_except_in_the_float32_reference(mode: s
 @needs_torch
 def test_unsupported_op_and_missing_input_are_reported() -> None:
     from partition_lab.errors import PartitionLabError
-    from partition_lab.graph_io import ArgRef
-    from partition_lab.torch_exec import PlanExecutor, UnsupportedKernelError, run_plan
+    from partition_lab.executors.graph_io import ArgRef
+    from partition_lab.executors.torch_exec import PlanExecutor, UnsupportedKernelError, run_plan
 
     b = OpGraphBuilder("odd")
     x = b.input("x", TensorType((2,), "float32"))

@@ -21,9 +21,9 @@ from tvm.relay.backend import te_compiler
 
 from partition_lab import zoo
 from partition_lab.errors import UnknownModelError
-from partition_lab.frontends import calls_without_source_name, source_name
-from partition_lab.frontends._spans import calls_in_order
-from partition_lab.runtime import build_for_cpu
+from partition_lab.relay.frontends import calls_without_source_name, source_name
+from partition_lab.relay.frontends._spans import calls_in_order
+from partition_lab.relay.runtime import build_for_cpu
 
 ALL = zoo.names()
 # Tolerances of the numerics checks: TVM (llvm) against MXNet / onnxruntime on the same weights.

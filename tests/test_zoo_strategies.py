@@ -11,10 +11,10 @@ import partition_lab
 from partition_lab import zoo
 from partition_lab.api import analyze
 from partition_lab.comparison import compare_plans
+from partition_lab.core.plan import PartitionPlan
 from partition_lab.cost_models.base import evaluate
 from partition_lab.cost_models.measured import MeasuredCpuCostModel, op_signature
-from partition_lab.measure import measure_cpu_ops
-from partition_lab.plan import PartitionPlan
+from partition_lab.relay.measure import measure_cpu_ops
 
 # A relative slack for float sums taken in different orders.
 EPS = 1e-9

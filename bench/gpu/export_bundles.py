@@ -2,7 +2,7 @@
 
 The GPU machine has no TVM, so this script prepares each model for the ``tensorcore`` platform
 here (Tensor Core regions, the GPU's CUDA cores, the host CPU in float32), plans it with each
-strategy under a cost model, and writes one bundle per model (:mod:`partition_lab.graph_io`):
+strategy under a cost model, and writes one bundle per model (:mod:`partition_lab.executors.graph_io`):
 the platform's devices, graph, argument bindings, plans and the predicted times. Besides the
 strategies' plans, every bundle holds ``unpartitioned_gpu``: every op on the ``cuda`` device in
 one region, the whole graph on the GPU (the baseline a platform plan is compared with).
@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from partition_lab.comparison import compare_plans
+from partition_lab.core.plan import CPU, PartitionPlan, Support
 from partition_lab.cost_models.base import evaluate
 from partition_lab.errors import PlanError
-from partition_lab.graph_io import Bundle, read_bundle, write_bundle
-from partition_lab.plan import CPU, PartitionPlan, Support
+from partition_lab.executors.graph_io import Bundle, read_bundle, write_bundle
 
 STRATEGIES = ("greedy", "cost", "optimal", "all_cpu")
 TARGET = "tensorcore"
@@ -124,7 +124,7 @@ def variant_plans(greedy: PartitionPlan, count: int, seed: int = 0) -> dict[str,
 def export_from_zoo(name: str, small: bool, cost_model: Any, variants: int) -> Bundle:
     from partition_lab import zoo
     from partition_lab.api import analyze
-    from partition_lab.graph_io import bindings_from_relay
+    from partition_lab.executors.graph_io import bindings_from_relay
 
     mod, params = zoo.load(name, small=small)
     analysis = analyze(mod, TARGET, params=params, cost_model=cost_model, name=name)

@@ -2,7 +2,7 @@
 times by size, per-region overhead (runs THERE; also runs here with --device cpu for a check).
 
 Every op signature of the bundles' graphs (``bench/gpu/export_bundles.py``) is timed alone with
-the executor's own kernels (:func:`partition_lab.torch_exec.op_callable`): back-to-back calls,
+the executor's own kernels (:func:`partition_lab.executors.torch_exec.op_callable`): back-to-back calls,
 then one synchronisation, divided by the count, which is what an op costs inside an eagerly
 launched region (the larger of its launch and its kernel). Copies (``h2d``/``d2h``, what the
 cost model uses) are timed inside executor runs of a two-region plan, as the executor copies
@@ -31,15 +31,15 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from partition_lab.core.graph import OpGraphBuilder, TensorType
+from partition_lab.core.ops import op_class
+from partition_lab.core.plan import PartitionPlan, Support, Verdict
+from partition_lab.core.platform import get_platform
 from partition_lab.cost_models import get_cost_model
 from partition_lab.cost_models.measured import op_signature
 from partition_lab.cost_models.measured_gpu import SCHEMA
-from partition_lab.cost_models.roofline import op_class
-from partition_lab.graph import OpGraphBuilder, TensorType
-from partition_lab.graph_io import ArgRef, read_bundle
-from partition_lab.plan import PartitionPlan, Support, Verdict
-from partition_lab.platform import get_platform
-from partition_lab.torch_exec import PlanExecutor, RunTimings, op_callable, transfer
+from partition_lab.executors.graph_io import ArgRef, read_bundle
+from partition_lab.executors.torch_exec import PlanExecutor, RunTimings, op_callable, transfer
 
 SIZES = [2 ** k for k in range(8, 29, 2)]  # 256 B .. 256 MiB
 
@@ -52,7 +52,7 @@ def environment(device: str) -> dict[str, Any]:
         "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
         "python": platform.python_version(), "cpu_threads": torch.get_num_threads(),
         "host_cpu": _cpu_name(), "device": device,
-        "executor": "partition_lab.torch_exec: PyTorch eager ops; GPU in the graph's dtype "
+        "executor": "partition_lab.executors.torch_exec: PyTorch eager ops; GPU in the graph's dtype "
                     "(fp16, channels-last convs through cuDNN/cuBLAS), CPU with PyTorch CPU "
                     "kernels (float16 computed as float32), pageable copies",
         "method": "each op signature alone: warm-up, then n back-to-back calls and one "

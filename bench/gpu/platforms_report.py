@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from partition_lab.graph_io import read_bundle
+from partition_lab.executors.graph_io import read_bundle
 
 WITHIN = 0.10  #: a batch-1 tensorcore plan must run within 10% of the unpartitioned graph
 STRATEGIES = ("greedy", "cost", "optimal")
@@ -217,7 +217,7 @@ def markdown(report: dict[str, Any]) -> str:
         "platform here (fp16, NHWC), planned by `greedy`, `cost`, `optimal` and `all_cpu` under "
         f"`{report['cost_model']}`, plus `unpartitioned_gpu` (every op on `cuda`, one region) "
         "and 3 hand-made variants per model (runs of GPU ops moved to the host). On the GPU "
-        "machine `partition_lab.torch_exec` ran each plan: regions of `tensorcore` and `cuda` "
+        "machine `partition_lab.executors.torch_exec` ran each plan: regions of `tensorcore` and `cuda` "
         "on the H200 (one memory space: no copy between them), host islands on the CPU in "
         "float32, every crossing a real copy and cast.",
         "",

@@ -13,19 +13,19 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from .core.graph import OpGraph, OpGraphBuilder, TensorType
+from .core.plan import CPU, PartitionPlan, Region, Verdict
 from .errors import PartitionLabError
-from .graph import OpGraph, OpGraphBuilder, TensorType
-from .plan import CPU, PartitionPlan, Region, Verdict
 
 __version__ = "0.1.0"
 
 _LAZY = {
-    "load_model": ("partition_lab.frontends", "load_model"),
+    "load_model": ("partition_lab.relay.frontends", "load_model"),
     "partition": ("partition_lab.api", "partition"),
     "PartitionResult": ("partition_lab.api", "PartitionResult"),
     "compare": ("partition_lab.api", "compare"),
     "Comparison": ("partition_lab.comparison", "Comparison"),
-    "graph_from_relay": ("partition_lab.relay_graph", "graph_from_relay"),
+    "graph_from_relay": ("partition_lab.relay.relay_graph", "graph_from_relay"),
     "get_target": ("partition_lab.targets", "get_target"),
     "TargetSpec": ("partition_lab.targets", "TargetSpec"),
 }

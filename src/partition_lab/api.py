@@ -15,14 +15,14 @@ from typing import Any
 import tvm
 from tvm import relay
 
+from .core.graph import OpGraph
+from .core.plan import PartitionPlan, Support, Verdict
+from .core.platform import Platform, get_platform
 from .cost_models.base import CostBreakdown, CostModel, evaluate
-from .graph import OpGraph
-from .passes.annotate import support_table
-from .passes.outline import outline
-from .passes.prepare import prepare
-from .plan import PartitionPlan, Support, Verdict
-from .platform import Platform, get_platform
-from .relay_graph import RelayGraph, relay_graph
+from .relay.passes.annotate import support_table
+from .relay.passes.outline import outline
+from .relay.passes.prepare import prepare
+from .relay.relay_graph import RelayGraph, relay_graph
 
 
 @dataclass
@@ -107,7 +107,7 @@ def analyze(
 ) -> Analysis:
     """Prepare ``mod`` for a platform and compute every (op, device) verdict.
 
-    ``target`` names a platform (see :func:`~partition_lab.platform.get_platform`).
+    ``target`` names a platform (see :func:`~partition_lab.core.platform.get_platform`).
     """
     from .cost_models import get_cost_model
 
@@ -139,7 +139,7 @@ def partition(
 
     ``target`` names a platform: a built-in name (``"tensorcore"``: Tensor Cores + CUDA cores +
     host; ``"neuron"``, ``"neuron@2020"``; ``"cpu"``), a TOML/JSON target or platform file, a
-    ``TargetSpec`` or a :class:`~partition_lab.platform.Platform`; ``target_options`` go to its
+    ``TargetSpec`` or a :class:`~partition_lab.core.platform.Platform`; ``target_options`` go to its
     accelerator (for example ``precision="fp32"`` for tensorcore). ``strategy`` is a name from
     ``partition_lab.strategies.available_strategies()``, with ``strategy_options``.
     ``excl_node_names`` keeps nodes with those source names on the CPU (neuron-cc's

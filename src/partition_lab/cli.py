@@ -337,7 +337,7 @@ class Job:
 def resolve_job(args: argparse.Namespace, *, default_model: bool = False) -> Job:
     """Check target, strategy, options and shapes up front, so bad input fails in milliseconds."""
     from . import strategies
-    from .platform import get_platform
+    from .core.platform import get_platform
 
     model = args.model
     target_name, strategy = args.target, getattr(args, "strategy", None)
@@ -497,7 +497,7 @@ def run_compare(args: argparse.Namespace) -> int:
 def run_targets(args: argparse.Namespace) -> int:
     """``partition-lab targets``: every built-in platform, its devices, and their rules."""
     from . import targets
-    from .platform import get_platform
+    from .core.platform import get_platform
 
     for i, name in enumerate(targets.available_targets()):
         platform = get_platform(name)

@@ -1,7 +1,7 @@
 """Side-by-side comparison of partitioning strategies on one graph, target and cost model.
 
 :func:`compare_plans` runs every strategy (or the ones asked for) on an
-:class:`~partition_lab.graph.OpGraph` with its support verdicts and prices each plan with
+:class:`~partition_lab.core.graph.OpGraph` with its support verdicts and prices each plan with
 :func:`~partition_lab.cost_models.base.evaluate`. The Relay-level entry point
 ``partition_lab.compare(mod, target, ...)`` (in api.py) wraps it.
 
@@ -35,9 +35,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .core.graph import OpGraph
+from .core.plan import PartitionPlan, Support, Verdict, as_support
 from .cost_models.base import CostBreakdown, CostModel, evaluate
-from .graph import OpGraph
-from .plan import PartitionPlan, Support, Verdict, as_support
 from .strategies import NotApplicableError, Strategy, available_strategies, get_strategy
 
 SCHEMA = "partition_lab.compare/2"

@@ -45,11 +45,11 @@ from pathlib import Path
 
 import graphviz
 
+from .core.graph import OpGraph, OpNode, Tensor
+from .core.plan import CPU, PartitionPlan, Region
+from .core.platform import Device, Platform
 from .cost_models.base import CostBreakdown, CutCost
 from .errors import PartitionLabError
-from .graph import OpGraph, OpNode, Tensor
-from .plan import CPU, PartitionPlan, Region
-from .platform import Device, Platform
 
 COLLAPSE_ABOVE = 150
 """Graphs with more ops than this are drawn collapsed unless the caller says otherwise."""

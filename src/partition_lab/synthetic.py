@@ -1,6 +1,6 @@
 """Synthetic operator graphs and support verdicts for tests and benchmarks (no TVM needed).
 
-Every generator returns an :class:`~partition_lab.graph.OpGraph` with realistic op names, shapes,
+Every generator returns an :class:`~partition_lab.core.graph.OpGraph` with realistic op names, shapes,
 weights and FLOP counts, so the cost models see sensible numbers. Randomness always takes a seed.
 
 >>> g = layered_dag(200, seed=1)
@@ -15,17 +15,11 @@ import math
 import random
 from collections.abc import Iterable, Sequence
 
-from .graph import OpGraph, OpGraphBuilder, TensorType
-from .plan import Verdict
+from .core.graph import OpGraph, OpGraphBuilder, TensorType
+from .core.ops import MAC_OPS  # noqa: F401  (re-exported: tests use synthetic.MAC_OPS)
+from .core.plan import Verdict
 
 Handle = tuple
-
-#: Ops that do multiply-accumulate work (what TVM's ``remove_no_mac_subgraphs`` counts).
-MAC_OPS = frozenset({
-    "nn.conv1d", "nn.conv2d", "nn.conv3d", "nn.conv1d_transpose", "nn.conv2d_transpose",
-    "nn.conv3d_transpose", "nn.dense", "nn.matmul", "nn.batch_matmul",
-})
-
 
 # ---------------------------------------------------------------------------- op helpers
 class _Net:

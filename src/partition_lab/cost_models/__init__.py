@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ..core.ops import op_class
 from ..errors import ProfileError
 from .base import CostBreakdown, CostModel, CutCost, RegionCost, evaluate, kind_of
 from .measured import (
@@ -30,7 +31,7 @@ from .profiles import (
     available_profiles,
     load_profile,
 )
-from .roofline import DeviceCost, OpEstimate, RooflineCostModel, op_class
+from .roofline import DeviceCost, OpEstimate, RooflineCostModel
 
 __all__ = [
     "CostBreakdown", "CostModel", "CutCost", "DeviceCost", "Figure", "HardwareProfile", "LinkProfile",
@@ -59,7 +60,7 @@ def get_cost_model(
     Parameters
     ----------
     spec:
-        A :class:`~partition_lab.platform.Platform`, a target/platform name or file, a
+        A :class:`~partition_lab.core.platform.Platform`, a target/platform name or file, a
         :class:`~partition_lab.targets.TargetSpec`, or None (tensorcore). Each accelerator
         device is priced with ``accel_profile``, else its own ``profile``, else by family:
         ``tensorcore``/``cuda`` -> ``t4``, ``neuron*`` -> ``inferentia1``. The host uses
@@ -74,7 +75,7 @@ def get_cost_model(
     >>> get_cost_model("neuron@2020").name
     'roofline(neuron@2020=inferentia1 + cpu=xeon_gold_6130 over PCIe Gen3 x16 (assumed))'
     """
-    from ..platform import get_platform
+    from ..core.platform import get_platform
 
     platform = get_platform("tensorcore" if spec is None else spec)
     cpu = _profile(cpu_profile or platform.host.profile or DEFAULT_CPU_PROFILE)

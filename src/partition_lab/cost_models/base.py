@@ -21,10 +21,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
-from ..graph import OpNode
+from ..core.graph import OpNode
 
 if TYPE_CHECKING:
-    from ..plan import PartitionPlan
+    from ..core.plan import PartitionPlan
 
 DeviceKind = Literal["cpu", "accel"]
 

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..core.graph import OpGraph, OpNode
 from ..errors import ProfileError
-from ..graph import OpGraph, OpNode
 from .base import CostModel
 
 SCHEMA = "partition_lab.measurements/1"
@@ -34,7 +34,7 @@ def op_signature(node: OpNode) -> str:
     dtype and shape in call order (weights included), and the call attributes sorted by name.
     Names and graph positions are left out, so the key is the same across models and runs.
 
-    >>> from partition_lab.graph import OpNode, TensorType
+    >>> from partition_lab.core.graph import OpNode, TensorType
     >>> t = TensorType((1, 8), "float32")
     >>> op_signature(OpNode(0, "nn.relu", "relu0", None, (t,), (t,), args=(t,)))
     'nn.relu(float32[1,8])'

@@ -17,7 +17,7 @@ The profile is a JSON file written by ``bench/gpu/measure_profile.py`` on the GP
 ``h2d``/``d2h`` are the copies as the executor makes them (pageable memory, timed inside its
 runs); ``*_raw`` are single copies alone and ``*_pinned`` copies from pinned memory, kept for
 comparison. Op times are keyed by :func:`~partition_lab.cost_models.measured.op_signature` and were measured
-with the executor's own kernels (:mod:`partition_lab.torch_exec`): accelerator ops in the graph's
+with the executor's own kernels (:mod:`partition_lab.executors.torch_exec`): accelerator ops in the graph's
 dtype on the GPU, CPU ops with PyTorch's CPU kernels on the host. An op whose signature was not
 measured gets the roofline estimate of the ``h200`` profile (or the given fallback) scaled by the
 median measured/estimated ratio of its op class on that device, so that unmeasured ops stay
@@ -40,12 +40,13 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from ..core.graph import OpGraph, OpNode
+from ..core.ops import op_class
 from ..errors import ProfileError
-from ..graph import OpGraph, OpNode
 from .base import CostModel, kind_of
 from .measured import op_signature, read_json_file
 from .profiles import load_profile
-from .roofline import RooflineCostModel, op_class
+from .roofline import RooflineCostModel
 
 SCHEMA = "partition_lab.gpu_profile/1"
 DEFAULT_PROFILE = "h200_measured.json"

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..core.graph import OpGraph
+from ..core.plan import PartitionPlan, Support
 from ..cost_models.base import CostModel
 from ..errors import PartitionLabError
-from ..graph import OpGraph
-from ..plan import PartitionPlan, Support
 from .base import Assignment, Strategy, check_support, make_plan, op_list
 
 

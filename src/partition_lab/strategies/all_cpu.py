@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..core.graph import OpGraph
+from ..core.plan import PartitionPlan, Reason, Support
 from ..cost_models.base import CostModel
-from ..graph import OpGraph
-from ..plan import PartitionPlan, Reason, Support
 from .base import Assignment, Strategy, check_support, make_plan
 
 

@@ -2,8 +2,8 @@
 
 A strategy is a frozen dataclass whose fields are its options (settable from the command line as
 ``--option key=value``); ``run(graph, support, *, cost_model)`` returns a validated-shape
-:class:`~partition_lab.plan.PartitionPlan` in which every op off its preferred device carries the
-reason it is there. ``support`` is a :class:`~partition_lab.plan.Support` (every (op, device)
+:class:`~partition_lab.core.plan.PartitionPlan` in which every op off its preferred device carries the
+reason it is there. ``support`` is a :class:`~partition_lab.core.plan.Support` (every (op, device)
 verdict of a platform) or, for one accelerator + the host, that accelerator's verdict list with
 ``target=`` naming it.
 
@@ -18,12 +18,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
+from ..core.graph import OpGraph
+from ..core.plan import PartitionPlan, Reason, Support, Verdict, as_support
+from ..core.platform import Platform
+from ..core.regions import form_regions
 from ..cost_models.base import CostModel
 from ..errors import PartitionLabError
-from ..graph import OpGraph
-from ..plan import PartitionPlan, Reason, Support, Verdict, as_support
-from ..platform import Platform
-from ..regions import form_regions
 
 
 @dataclass(frozen=True)
@@ -135,7 +135,7 @@ def check_support(graph: OpGraph, support: Support) -> None:
 def legalize(state: Assignment) -> list[list[int]]:
     """Move anchorless regions of anchored devices to their fallback and re-form until stable.
 
-    Returns the final regions (as :func:`~partition_lab.regions.form_regions` gives them).
+    Returns the final regions (as :func:`~partition_lab.core.regions.form_regions` gives them).
     """
     support = state.support
     anchored = [support.anchored(d) for d in range(len(state.platform.devices))]

@@ -15,9 +15,9 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 
+from ..core.graph import OpGraph
+from ..core.platform import Platform
 from ..cost_models.base import CostModel
-from ..graph import OpGraph
-from ..platform import Platform
 
 
 class CostTables:

@@ -1,7 +1,7 @@
 """``greedy``: every op on its preferred device, in maximal cycle-free regions.
 
 The regions are TVM's ``AnnotateTarget -> MergeCompilerRegions -> PartitionGraph`` regions for
-the same support predicate (see :mod:`partition_lab.regions`), formed per device. On anchored
+the same support predicate (see :mod:`partition_lab.core.regions`), formed per device. On anchored
 devices (Tensor Core) a region without an anchor op goes to the next device that supports its
 ops (the GPU's CUDA cores on ``tensorcore``, the host elsewhere) and the regions are formed again.
 """
@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..core.graph import OpGraph
+from ..core.plan import PartitionPlan, Support
 from ..cost_models.base import CostModel
-from ..graph import OpGraph
-from ..plan import PartitionPlan, Support
 from .base import Strategy, greedy_start, make_plan
 
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..core.graph import OpGraph
+from ..core.plan import PartitionPlan, Reason, Support
 from ..cost_models.base import CostModel
 from ..errors import PartitionLabError
-from ..graph import OpGraph
-from ..plan import PartitionPlan, Reason, Support
 from .base import (
     Assignment,
     Strategy,

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..core.graph import OpGraph
+from ..core.ops import MAC_OPS
+from ..core.plan import PartitionPlan, Reason, Support
 from ..cost_models.base import CostModel
-from ..graph import OpGraph
-from ..plan import PartitionPlan, Reason, Support
-from ..synthetic import MAC_OPS
 from .base import (
     Assignment,
     Strategy,

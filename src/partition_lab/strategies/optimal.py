@@ -1,7 +1,7 @@
 """``optimal``: the minimum predicted time over all legal plans, or the best plan found with its gap.
 
 Legal plans: each op on a device that supports it, regions formed by
-:func:`~partition_lab.regions.form_regions`, every region of an anchored device holding an anchor
+:func:`~partition_lab.core.regions.form_regions`, every region of an anchored device holding an anchor
 op. The objective is ``evaluate(plan, cost_model).total``.
 
 1. **Lower bound**, pricing compute and copies exactly but region launches only once per device
@@ -29,10 +29,10 @@ import numpy as np
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import breadth_first_order, maximum_flow
 
+from ..core.graph import OpGraph
+from ..core.plan import PartitionPlan, Reason, Support
 from ..cost_models.base import CostModel
 from ..errors import PartitionLabError
-from ..graph import OpGraph
-from ..plan import PartitionPlan, Reason, Support
 from .all_accel import AllAccel, NotApplicableError
 from .base import Assignment, Strategy, greedy_start, legalize, make_plan, ms
 from .costing import CostTables

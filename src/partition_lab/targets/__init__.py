@@ -7,7 +7,7 @@
 False
 
 A :class:`TargetSpec` is an op table plus :mod:`rules <partition_lab.targets.rules>`; its
-``check(node)`` returns a :class:`~partition_lab.plan.Verdict` with a reason. Built-in targets:
+``check(node)`` returns a :class:`~partition_lab.core.plan.Verdict` with a reason. Built-in targets:
 ``tensorcore`` (options precision, padding, winograd), ``neuron`` / ``neuron@2020`` /
 ``neuron@<release>``, ``cpu``. User targets come from a TOML/JSON file
 (:mod:`partition_lab.targets.user`) or from Python (:func:`register_target`,
@@ -16,8 +16,8 @@ A :class:`TargetSpec` is an op table plus :mod:`rules <partition_lab.targets.rul
 
 from __future__ import annotations
 
+from ..core.plan import Verdict
 from ..errors import TargetSpecError, UnknownTargetError
-from ..plan import Verdict
 from .base import PREPARE_STEPS, TargetSpec
 from .registry import available_targets, get_target, register_target, unregister_target
 from .rules import AnyOf, AttrIn, DtypeIn, MaxSize, MultipleOf, Rule, predicate_rule

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from ..core.graph import OpGraph, OpNode
+from ..core.plan import Verdict
 from ..errors import TargetSpecError
-from ..graph import OpGraph, OpNode
-from ..plan import Verdict
 from .rules import Rule
 
 # Relay preparation steps a target may ask the pass layer to run before annotation.

@@ -1,7 +1,7 @@
 """Support rules: small objects that look at one op and answer with a reasoned verdict.
 
 A rule has a ``name``, the ``ops`` it applies to (empty: every op) and a ``check`` that returns a
-:class:`~partition_lab.plan.Verdict` or None (no opinion). A :class:`~.base.TargetSpec` runs its
+:class:`~partition_lab.core.plan.Verdict` or None (no opinion). A :class:`~.base.TargetSpec` runs its
 rules in order: the first rejection decides; acceptances explain why the op qualifies.
 
 Declarative kinds, usable from a target file (``kind = "..."``) or from Python:
@@ -27,9 +27,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from ..core.graph import OpNode, TensorType
+from ..core.plan import Verdict
 from ..errors import TargetSpecError
-from ..graph import OpNode, TensorType
-from ..plan import Verdict
 from .schema import Fields
 from .shapes import DIMENSION_NAMES, attr, data_type, dimension, is_dimension_name
 

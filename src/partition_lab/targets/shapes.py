@@ -1,4 +1,4 @@
-"""Read named dimensions and attributes of an :class:`~partition_lab.graph.OpNode`.
+"""Read named dimensions and attributes of an :class:`~partition_lab.core.graph.OpNode`.
 
 Rules talk about ``batch``, ``cin``, ``cout`` or ``units`` rather than ``args[0].shape[3]``, so
 that one rule reads the same whatever the layout. This module knows where each name lives for the
@@ -15,7 +15,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ..graph import OpNode, TensorType
+from ..core.graph import OpNode, TensorType
 
 # Relay's attribute defaults (python/tvm/relay/op/nn/nn.py), for hand-built nodes.
 _CONV_DEFAULTS = {"groups": 1, "strides": (1, 1), "dilation": (1, 1), "padding": (0, 0, 0, 0)}
@@ -62,7 +62,7 @@ def data_type(node: OpNode) -> TensorType | None:
 def dimension(node: OpNode, name: str) -> int | None:
     """The size of the named dimension of ``node``, or None where the op has no such dimension.
 
-    >>> from partition_lab.graph import OpNode, TensorType
+    >>> from partition_lab.core.graph import OpNode, TensorType
     >>> conv = OpNode(0, "nn.conv2d", "c", None, (), (), attrs={"data_layout": "NHWC",
     ...     "kernel_layout": "HWIO"}, args=(TensorType((8, 56, 56, 64), "float16"),
     ...     TensorType((3, 3, 64, 128), "float16")))

@@ -29,9 +29,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from ..core.graph import OpNode
+from ..core.plan import Verdict
 from ..errors import TargetSpecError
-from ..graph import OpNode
-from ..plan import Verdict
 from .base import TargetSpec
 from .rules import AnyOf, AttrIn, DtypeIn, MultipleOf, Rule
 from .schema import packaged_data

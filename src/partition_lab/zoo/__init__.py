@@ -86,7 +86,7 @@ def onnx_path(name: str, *, small: bool = False) -> Path:
 def load(name: str, *, frontend: Frontend = "mxnet", small: bool = False) -> tuple[Any, dict]:
     """The model as ``(tvm.IRModule, params)`` through ``frontend`` ("mxnet" or "onnx").
 
-    Both go through :func:`partition_lab.frontends.load_model`, so every call carries its source
+    Both go through :func:`partition_lab.relay.frontends.load_model`, so every call carries its source
     node name. Results are cached in memory; each call returns a new IRModule (sharing the
     immutable functions) and a new params dict, so that assigning ``mod["main"] = ...`` does not
     change what the next caller gets.
@@ -136,7 +136,7 @@ def reference_outputs(
 # ---------------------------------------------------------------------------- internals
 @functools.lru_cache(maxsize=16)
 def _load_cached(name: str, frontend: Frontend, small: bool) -> tuple[Any, dict]:
-    from ..frontends import load_model
+    from ..relay.frontends import load_model
 
     zoo_entry = entry(name)
     shapes = dict(zoo_entry.shapes(small))
@@ -165,7 +165,7 @@ def _mxnet_outputs(
 ) -> list[np.ndarray]:
     import mxnet as mx
 
-    from ..frontends._mxnet import read_params_file, read_symbol_json, symbol_from_json
+    from ..relay.frontends._mxnet import read_params_file, read_symbol_json, symbol_from_json
 
     graph = read_symbol_json(symbol_path)
     # MXNet has no float16 batch_dot on the CPU: compute in float32, return float16.

@@ -68,7 +68,7 @@ def build_onnx_file(
     """Export the MXNet files to ONNX at opset 13 with static input shapes."""
     import onnx
 
-    from ..frontends._mxnet import read_params_file, read_symbol_json, symbol_from_json
+    from ..relay.frontends._mxnet import read_params_file, read_symbol_json, symbol_from_json
 
     symbol = symbol_from_json(read_symbol_json(symbol_path), symbol_path)
     arg_params, aux_params = read_params_file(params_path, symbol)

@@ -19,7 +19,7 @@ from google.protobuf.message import DecodeError
 from onnx import numpy_helper
 from tvm import relay
 
-from ..errors import InputShapeError, ModelFormatError, UnsupportedOperatorError
+from ...errors import InputShapeError, ModelFormatError, UnsupportedOperatorError
 from ._common import DeclaredDim, Shape, finish_module, resolve_declared_shapes
 from ._incremental import incremental_inference
 

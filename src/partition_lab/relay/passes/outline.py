@@ -43,9 +43,9 @@ import networkx as nx
 import tvm
 from tvm import relay
 
-from ..graph import TensorType
-from ..plan import PartitionPlan, Region
-from ..platform import Device, Platform, compiler_name
+from ...core.graph import TensorType
+from ...core.plan import PartitionPlan, Region
+from ...core.platform import Device, Platform, compiler_name
 from ..relay_graph import RelayGraph, array_items
 
 Env = dict[tuple[int, int], relay.Expr]

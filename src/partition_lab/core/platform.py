@@ -32,7 +32,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from .errors import TargetSpecError
+from ..errors import TargetSpecError
 
 HOST = "cpu"  #: the reserved name of the host device (it runs every op)
 HOST_MEMORY = "host"
@@ -202,7 +202,7 @@ def compiler_name(target_name: str) -> str:
 
 
 def host_device(precision: str = AS_PREPARED) -> Device:
-    from .targets import get_target
+    from ..targets import get_target
 
     return Device(HOST, get_target("cpu"), role="host", memory=HOST_MEMORY, precision=precision,
                   preference=-1000, colour=_ROLE_COLOURS["host"], profile=None,
@@ -223,7 +223,7 @@ def accelerator_platform(spec: Any, *, compiler: str | None = None) -> Platform:
 
 def tensorcore_platform(**options: Any) -> Platform:
     """Tensor Core regions + CUDA cores (main target, same GPU memory) + the host in float32."""
-    from .targets import get_target
+    from ..targets import get_target
 
     spec = get_target("tensorcore", **options)
     cuda_spec = _cuda_cores_spec(spec)
@@ -239,7 +239,7 @@ def tensorcore_platform(**options: Any) -> Platform:
 
 
 def _cuda_cores_spec(tensorcore_spec: Any) -> Any:
-    from .targets.base import TargetSpec
+    from ..targets.base import TargetSpec
 
     return TargetSpec(
         "cuda", description="the GPU's CUDA cores: TVM's cuda target runs every Relay op",
@@ -261,8 +261,8 @@ def get_platform(target: Any, **options: Any) -> Platform:
     >>> get_platform("neuron@2020").primary.compiler
     'neuron_2020'
     """
-    from .targets import get_target
-    from .targets.base import TargetSpec
+    from ..targets import get_target
+    from ..targets.base import TargetSpec
 
     if isinstance(target, Platform):
         if options:
@@ -307,7 +307,7 @@ def load_platform_file(path: str | os.PathLike[str]) -> Platform:
     ``matrix_engine``. ``[[links]]`` give
     a link profile per pair of memory spaces: ``memories = ["npu", "host"]``, ``profile``.
     """
-    from .targets import get_target
+    from ..targets import get_target
 
     p = Path(path)
     where = os.fspath(path)

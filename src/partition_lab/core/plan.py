@@ -1,7 +1,7 @@
 """PartitionPlan: which device and region every op of an OpGraph goes to, and why.
 
 A plan is the output of a strategy and the input of the Relay outliner, the drawing and the cost
-report. Every node goes to one device of a :class:`~partition_lab.platform.Platform`; regions
+report. Every node goes to one device of a :class:`~partition_lab.core.platform.Platform`; regions
 cover every node exactly once, each on one device (accelerator regions, regions on a GPU's CUDA
 cores, host islands on ``"cpu"``). The graph of regions must be acyclic, or the outlined program
 could not be scheduled. :class:`Support` holds every (op, device) verdict.
@@ -16,7 +16,7 @@ from typing import Any
 
 import networkx as nx
 
-from .errors import PartitionLabError, PlanError
+from ..errors import PartitionLabError, PlanError
 from .graph import OpGraph
 from .platform import HOST, Platform, accelerator_platform
 
@@ -94,7 +94,7 @@ class Support:
     @classmethod
     def single(cls, verdicts: Sequence[Verdict], target: str) -> Support:
         """One accelerator named ``target`` with these verdicts, plus the host."""
-        from .targets.base import TargetSpec
+        from ..targets.base import TargetSpec
 
         if target == CPU:
             platform = accelerator_platform(TargetSpec(CPU, supports_all=True))
@@ -581,8 +581,8 @@ def _label_prefixes(platform: Platform) -> dict[str, str]:
 
 def _platform_from_names(data: Mapping[str, Any]) -> Platform:
     """A platform with the devices a plan file names (no support rules: every op allowed)."""
+    from ..targets.base import TargetSpec
     from .platform import Device, host_device
-    from .targets.base import TargetSpec
 
     devices = []
     for entry in data["devices"]:

@@ -17,7 +17,7 @@ from pathlib import Path
 import tvm
 from tvm import relay
 
-from ..errors import InputShapeError, ModelFormatError
+from ...errors import InputShapeError, ModelFormatError
 from ._common import check_known_names, checked_shape, example_hint, finish_module
 from ._spans import calls_in_order, make_span
 

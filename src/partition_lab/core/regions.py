@@ -1,6 +1,6 @@
 """Cycle-safe region formation with the semantics of TVM's ``MergeCompilerRegions``.
 
-:func:`form_regions` groups the nodes of an :class:`~partition_lab.graph.OpGraph` into regions of
+:func:`form_regions` groups the nodes of an :class:`~partition_lab.core.graph.OpGraph` into regions of
 one device each, the way TVM v0.19's ``AnnotateTarget -> MergeCompilerRegions -> PartitionGraph``
 does with a plain per-op support predicate (``src/relay/transforms/annotate_target.cc``,
 ``merge_compiler_regions.cc``, ``src/relay/analysis/annotated_region_set.cc``):
@@ -42,12 +42,10 @@ from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 
 from .graph import OpGraph
+from .ops import TUPLE_ARG_OPS
 
 DEFAULT_DEVICE = "cpu"
 
-#: Relay ops whose operands arrive as one ``Tuple`` argument (``concatenate((a, b))``). TVM gives
-#: that tuple a region of its own, which changes merging when the fields' devices differ.
-TUPLE_ARG_OPS = frozenset({"concatenate", "stack", "meshgrid", "einsum"})
 
 
 @dataclass
@@ -90,7 +88,7 @@ def form_regions(graph: OpGraph, devices: Sequence[str],
 
     Example
     -------
-    >>> from partition_lab.graph import OpGraphBuilder, TensorType
+    >>> from partition_lab.core.graph import OpGraphBuilder, TensorType
     >>> b = OpGraphBuilder()
     >>> x = b.input("x", TensorType((1, 4), "float32"))
     >>> a = b.op("nn.relu", [x]); c = b.op("tanh", [a]); d = b.op("nn.relu", [c])

@@ -17,7 +17,7 @@ Devices and places (:func:`places_of`): every plan device maps to a place by its
 (the host's memory -> the CPU; any other memory -> the executor's GPU) and its precision. Devices
 of one place share tensors for free (``tensorcore`` and ``cuda`` regions on one GPU); a tensor
 that leaves its place is moved once per destination place, as
-:meth:`~partition_lab.plan.PartitionPlan.crossing_tensors` prices it: cast to the graph dtype
+:meth:`~partition_lab.core.plan.PartitionPlan.crossing_tensors` prices it: cast to the graph dtype
 where it is, copied, cast to the destination's compute dtype there.
 
 Without a GPU (``device="cpu"``) every region runs on the CPU and no copy happens; CI tests that
@@ -54,11 +54,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .errors import PartitionLabError
-from .graph import OpGraph, OpNode, TensorType
+from ..core.graph import OpGraph, OpNode, TensorType
+from ..core.plan import CPU, PartitionPlan
+from ..core.platform import AS_PREPARED, Platform
+from ..errors import PartitionLabError
 from .graph_io import ArgRef, Bindings
-from .plan import CPU, PartitionPlan
-from .platform import AS_PREPARED, Platform
 
 _TORCH_DTYPES = {
     "float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
@@ -693,7 +693,7 @@ def places_of(platform: Platform, *, device: str = "cuda", dtype: str = "graph",
     (memory space, precision) domain of the platform is its own place, even where two share a
     torch device, so crossings are exactly :meth:`PartitionPlan.crossing_tensors`.
 
-    >>> from partition_lab.platform import get_platform
+    >>> from partition_lab.core.platform import get_platform
     >>> places = places_of(get_platform("tensorcore"), device="cuda")
     >>> places["tensorcore"] == places["cuda"], places["cpu"].torch_device
     (True, 'cpu')
@@ -753,9 +753,9 @@ class PlanExecutor:
     graph, plan, bindings:
         The OpGraph, a :class:`PartitionPlan` of it (None: the whole graph as one region on
         ``device``, the unpartitioned reference) and the call-argument bindings
-        (:func:`partition_lab.graph_io.bindings_from_relay` or a bundle's).
+        (:func:`partition_lab.executors.graph_io.bindings_from_relay` or a bundle's).
     weights:
-        ``{node id: [array per weight]}`` (:func:`~partition_lab.graph_io.weights_from_relay`
+        ``{node id: [array per weight]}`` (:func:`~partition_lab.executors.graph_io.weights_from_relay`
         or :func:`synthetic_weights`). They are placed on their region's device once, as an
         accelerator keeps them resident; copies of weights are never timed.
     device:

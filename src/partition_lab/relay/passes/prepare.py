@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 import tvm
 from tvm import relay
 
-from ..errors import TargetSpecError
+from ...errors import TargetSpecError
 from .fold import fold_weight_transforms
 
 

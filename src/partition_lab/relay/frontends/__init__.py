@@ -17,7 +17,7 @@ from typing import Any
 
 import tvm
 
-from ..errors import ModelFormatError
+from ...errors import ModelFormatError
 from ._common import existing_file
 from ._spans import calls_without_source_name, span_name
 

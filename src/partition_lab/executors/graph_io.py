@@ -4,7 +4,7 @@ The GPU machine has PyTorch but no TVM, so everything the executor there needs i
 here as plain JSON: the graph (ops, attributes, tensor types, edges), how each call argument
 binds to a tensor or a weight (:class:`ArgRef`), the plans of several strategies and free-form
 metadata (predicted times...). Weights are not exported: both sides generate them from the
-shapes and a seed (:func:`partition_lab.torch_exec.synthetic_weights`), or take them from the
+shapes and a seed (:func:`partition_lab.executors.torch_exec.synthetic_weights`), or take them from the
 Relay module here (:func:`weights_from_relay`).
 
 A bundle file (schema ``partition_lab.bundle/2``, gzip-compressed JSON)::
@@ -38,10 +38,10 @@ from typing import Any
 
 import numpy as np
 
-from .errors import PartitionLabError
-from .graph import OpGraph, OpNode, TensorType
-from .plan import PartitionPlan
-from .platform import AS_PREPARED, Device, Link, Platform, host_device
+from ..core.graph import OpGraph, OpNode, TensorType
+from ..core.plan import PartitionPlan
+from ..core.platform import AS_PREPARED, Device, Link, Platform, host_device
+from ..errors import PartitionLabError
 
 SCHEMA = "partition_lab.bundle/2"
 SCHEMAS = ("partition_lab.bundle/1", SCHEMA)
@@ -85,7 +85,7 @@ class Bundle:
 
 # ---------------------------------------------------------------------------- TVM side
 def bindings_from_relay(relay_graph: Any) -> Bindings:
-    """The argument bindings of a :class:`~partition_lab.relay_graph.RelayGraph`.
+    """The argument bindings of a :class:`~partition_lab.relay.relay_graph.RelayGraph`.
 
     The OpGraph records argument types in call order but not which tensor each one is (its
     edges are per producer); executing the graph needs that order (``divide(a, b)``).
@@ -268,12 +268,12 @@ def platform_from_dict(data: Mapping[str, Any]) -> Platform:
     spaces, precisions and preferences; each non-host device's spec accepts every op (a plan's
     own verdicts say what it may hold). Needs no TVM.
 
-    >>> from partition_lab.platform import get_platform
+    >>> from partition_lab.core.platform import get_platform
     >>> back = platform_from_dict(platform_to_dict(get_platform("tensorcore")))
     >>> [(d.name, d.memory, d.precision) for d in back.devices]
     [('tensorcore', 'gpu', 'as-prepared'), ('cuda', 'gpu', 'as-prepared'), ('cpu', 'host', 'float32')]
     """
-    from .targets.base import TargetSpec
+    from ..targets.base import TargetSpec
 
     devices = []
     for entry in data["devices"]:

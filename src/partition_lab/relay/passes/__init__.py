@@ -3,7 +3,7 @@
 The pipeline ``PrepareForTarget -> AnnotateSupport -> FormRegions -> OutlineRegions`` is what
 :func:`partition_lab.partition` runs. ``target`` names a platform everywhere (a built-in name such
 as ``"tensorcore"`` or ``"neuron@2020"``, a platform or target file, a ``TargetSpec`` or a
-:class:`~partition_lab.platform.Platform`). Between passes the state travels in module attributes
+:class:`~partition_lab.core.platform.Platform`). Between passes the state travels in module attributes
 (JSON strings), so each pass can also be used alone or mixed with TVM's own passes::
 
     seq = tvm.transform.Sequential([
@@ -17,7 +17,7 @@ as ``"tensorcore"`` or ``"neuron@2020"``, a platform or target file, a ``TargetS
 Attributes: ``partition_lab.target`` (the platform's name), ``partition_lab.verdicts`` (schema
 ``partition_lab.support/1``: the platform's devices and, per device, one ``[supported, reason,
 rule, anchor]`` per node of the OpGraph; a plain list of rows, the older form, is one
-accelerator named by the target attribute) and ``partition_lab.plan``
+accelerator named by the target attribute) and ``partition_lab.core.plan``
 (``PartitionPlan.to_json()``). Platforms built in this process are found again by name; others
 are rebuilt from the devices recorded in the attribute (support is not re-derived).
 """
@@ -30,9 +30,9 @@ from typing import Any
 
 import tvm
 
-from ..errors import PartitionLabError
-from ..plan import PartitionPlan, Support, Verdict
-from ..platform import Device, Platform, get_platform, host_device
+from ...core.plan import PartitionPlan, Support, Verdict
+from ...core.platform import Device, Platform, get_platform, host_device
+from ...errors import PartitionLabError
 from ..relay_graph import relay_graph
 from .annotate import support_table, support_verdicts
 from .outline import outline, outline_regions
@@ -40,7 +40,7 @@ from .prepare import prepare
 
 TARGET_ATTR = "partition_lab.target"
 VERDICTS_ATTR = "partition_lab.verdicts"
-PLAN_ATTR = "partition_lab.plan"
+PLAN_ATTR = "partition_lab.core.plan"
 SUPPORT_SCHEMA = "partition_lab.support/1"
 
 __all__ = ["AnnotateSupport", "FormRegions", "OutlineRegions", "PrepareForTarget",
@@ -95,8 +95,8 @@ def AnnotateSupport(  # noqa: N802
 
 def FormRegions(strategy: str = "greedy", cost_model: Any = None, **options: Any) -> tvm.transform.Pass:  # noqa: N802
     """Run a strategy on the annotated module and record the validated plan."""
-    from ..cost_models import get_cost_model
-    from ..strategies import get_strategy
+    from ...cost_models import get_cost_model
+    from ...strategies import get_strategy
 
     chosen = get_strategy(strategy, **options)
 
@@ -158,7 +158,7 @@ def _platform_for(target: str, devices: list[Mapping[str, Any]]) -> Platform:
             return built
     except PartitionLabError:
         pass
-    from ..targets.base import TargetSpec
+    from ...targets.base import TargetSpec
 
     rebuilt = []
     for d in devices:

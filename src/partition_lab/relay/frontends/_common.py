@@ -9,7 +9,7 @@ from pathlib import Path
 import tvm
 from tvm import relay
 
-from ..errors import InputShapeError, ModelNotFoundError
+from ...errors import InputShapeError, ModelNotFoundError
 
 Shape = tuple[int, ...]
 #: One input dimension as a model declares it: a size, or a symbol/None when it is dynamic.

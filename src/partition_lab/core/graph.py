@@ -1,7 +1,7 @@
 """OpGraph: an IR-neutral DAG of operators.
 
 This is what targets, strategies, cost models and drawings consume. It holds no TVM objects, so
-everything downstream of it runs (and is tested) without TVM. ``partition_lab.relay_graph`` builds
+everything downstream of it runs (and is tested) without TVM. ``partition_lab.relay.relay_graph`` builds
 one from a Relay function; tests and benchmarks build synthetic ones with :class:`OpGraphBuilder`.
 
 Model of the graph

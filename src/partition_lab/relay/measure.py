@@ -44,8 +44,8 @@ def measure_cpu_ops(
 
     Signatures already in the cache are not measured again; new ones are added to it.
     """
-    from .cost_models.measured import load_measurements, op_signature, save_measurements
-    from .errors import ProfileError
+    from ..cost_models.measured import load_measurements, op_signature, save_measurements
+    from ..errors import ProfileError
 
     cache = cache or cache_path()
     try:

@@ -6,10 +6,10 @@ import difflib
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ..errors import ExclusionError
-from ..graph import OpGraph
-from ..plan import CPU, Support, Verdict, host_verdict
-from ..platform import Platform
+from ...core.graph import OpGraph
+from ...core.plan import CPU, Support, Verdict, host_verdict
+from ...core.platform import Platform
+from ...errors import ExclusionError
 
 
 def support_table(

@@ -20,7 +20,12 @@ from typing import Any
 import tvm
 from tvm import relay
 
-from ..errors import InputShapeError, ModelFormatError, ModelNotFoundError, UnsupportedOperatorError
+from ...errors import (
+    InputShapeError,
+    ModelFormatError,
+    ModelNotFoundError,
+    UnsupportedOperatorError,
+)
 from ._common import existing_file, finish_module, require_shapes
 from ._spans import SpanRebuilder, make_span
 
