@@ -310,3 +310,12 @@ def test_reasons_are_data_and_the_summary_groups_by_them() -> None:
     assert data["nodes"][0]["why"]["code"] == "rejected"
     again = PartitionPlan.from_dict(graph, data, platform=plan.platform)
     assert again.decisions[0].why == plan.decisions[0].why
+
+
+def test_platform_docstring_examples_run() -> None:
+    import doctest
+
+    from partition_lab.core import platform
+
+    result = doctest.testmod(platform)
+    assert result.attempted > 0 and result.failed == 0

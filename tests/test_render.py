@@ -28,6 +28,8 @@ from partition_lab import (
 from partition_lab.core.plan import CPU, Support, host_verdict
 from partition_lab.core.platform import Device, Platform, get_platform, host_device
 from partition_lab.cost_models.base import evaluate
+from partition_lab.render import graphviz as render_graphviz
+from partition_lab.render import view as render_view
 from partition_lab.strategies import get_strategy
 from partition_lab.targets.base import TargetSpec
 
@@ -164,7 +166,7 @@ def test_cpu_ops_show_their_reason_and_the_full_text_in_the_tooltip():
         node = nodes[f"n{decision.node}"]
         assert any(decision.reason in tip for tip in tooltips(node))
         visible = " ".join(texts(node))
-        assert render._short_reason(decision.reason, plan.graph[decision.node].op)[:20] in visible
+        assert render_view._short_reason(decision.reason, plan.graph[decision.node].op)[:20] in visible
     deconv_text = " ".join(texts(nodes[f"n{plan.graph.nodes_with_source_name('deconv0_fwd')[0].id}"]))
     assert "Deconvolution is not in" in deconv_text and "Tensor" not in deconv_text
 
@@ -217,7 +219,7 @@ def test_collapsed_has_one_node_per_region_and_aggregated_bytes():
 
 def test_collapsed_copy_times_add_up_to_the_predicted_transfer():
     plan, cost = pose_like()
-    flows = render._region_flows(render._PlanView(plan, cost))
+    flows = render_view._region_flows(render_view._PlanView(plan, cost))
     assert sum(f.cut_time or 0.0 for f in flows.values()) == pytest.approx(cost.transfer)
 
 
@@ -309,7 +311,7 @@ def test_a_failing_render_leaves_neither_file_nor_temporary(tmp_path, monkeypatc
     def broken(data):
         raise OSError("disk full")
 
-    monkeypatch.setattr(render.os, "replace", lambda *a: broken(a))
+    monkeypatch.setattr(render_graphviz.os, "replace", lambda *a: broken(a))
     with pytest.raises(OSError, match="disk full"):
         render.write(plan, target, cost)
     assert target.read_text() == "old"
@@ -522,7 +524,7 @@ def test_reasons_are_grouped_by_the_rejecting_devices_rule():
                                  CPU: [host_verdict() for _ in graph]})
     plan = get_strategy("greedy").run(graph, support)
     assert [r.label for r in plan.regions] == ["cpu0"]
-    ranked = render._region_reasons(render._PlanView(plan, None), plan.regions[0])
+    ranked = render_view._region_reasons(render_view._PlanView(plan, None), plan.regions[0])
     assert ranked == [
         ("e.g. npu and dsp reject nn.conv2d: rule A rejects shape 1", 2),  # one rule, 2 texts
         ("e.g. npu and dsp reject sign: rule A rejects shape 0", 2),
@@ -643,7 +645,7 @@ def test_neuron_story_keeps_its_clusters_and_colours():
     ("sign is not supported (yet)", "sign", "is not supported"),
 ])
 def test_short_reasons_keep_tuples_and_drop_remarks(reason, op, gist):
-    assert render._short_reason(reason, op) == gist
+    assert render_view._short_reason(reason, op) == gist
 
 
 EXAMPLE_PLATFORM = Path(__file__).resolve().parents[1] / "examples" / "platforms" / "npu_dsp_cpu.toml"
@@ -682,3 +684,10 @@ def test_the_example_npu_dsp_cpu_platform_draws_each_device_in_its_colour():
     svg = ET.fromstring(render.render_source(source, "svg"))
     shown = " ".join(texts({title(g): g for g in groups(svg, "node")}[f"n{stem.id}"]))
     assert "npu and dsp reject it: cin 3 is not a multiple of 8" in shown
+
+
+def test_the_package_docstring_example_runs() -> None:
+    import doctest
+
+    result = doctest.testmod(render)
+    assert result.attempted > 0 and result.failed == 0

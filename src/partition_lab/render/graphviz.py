@@ -1,0 +1,128 @@
+"""Run graphviz and write drawings: formats, a timeout on every ``dot`` call, atomic writes,
+several drawings side by side."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import graphviz
+
+from ..core.plan import PartitionPlan
+from ..cost_models.base import CostBreakdown
+from ..errors import PartitionLabError
+from .dot import draw
+
+FORMATS = {".svg": "svg", ".png": "png", ".pdf": "pdf", ".dot": "dot", ".gv": "dot"}
+
+
+"""Output suffix -> graphviz format (``dot`` means the DOT source itself)."""
+
+
+def write(
+    plan: PartitionPlan,
+    path: str | os.PathLike[str],
+    cost: CostBreakdown | None = None,
+    *,
+    collapse: bool | None = None,
+    title: str | None = None,
+) -> Path:
+    """Draw ``plan`` and write it to ``path``; the format comes from the suffix.
+
+    ``.svg``, ``.png`` and ``.pdf`` are rendered by graphviz's ``dot``; ``.dot`` (or ``.gv``)
+    writes the DOT source. The file is written to a temporary name in the same directory and
+    renamed into place, so a failure leaves no partial file.
+
+    Raises
+    ------
+    PartitionLabError
+        Unknown suffix, missing directory, ``dot`` not installed or failing.
+    """
+    path = _checked_output(path)
+    fmt = FORMATS[path.suffix.lower()]
+    source = draw(plan, cost, collapse=collapse, title=title).source
+    data = source.encode("utf-8") if fmt == "dot" else render_source(source, fmt)
+    write_atomic(path, data)
+    return path
+
+
+def write_side_by_side(
+    drawings: Sequence[graphviz.Digraph], path: str | os.PathLike[str]
+) -> Path:
+    """Lay out several drawings (from :func:`draw`) in one row and write them to ``path``.
+
+    For before/after pictures: each drawing keeps its own header, clusters and labels. Each is
+    laid out by ``dot``, packed with graphviz's ``gvpack`` and drawn with ``neato -n2``; a
+    ``.dot`` path receives the packed, laid-out graph.
+    """
+    path = _checked_output(path)
+    fmt = FORMATS[path.suffix.lower()]
+    laid_out = b"".join(_run_graphviz(["dot", "-Tdot"], _with_sort_key(d, i), "dot")
+                        for i, d in enumerate(drawings))
+    # u: keep the given order (each graph's sortv); t: align tops.
+    packed = _run_graphviz(["gvpack", f"-array_ut{len(drawings)}"], laid_out, "gvpack")
+    data = packed if fmt == "dot" else _run_graphviz(["neato", "-s", "-n2", f"-T{fmt}"],
+                                                     packed, "neato")
+    return write_atomic(path, data)
+
+
+def _with_sort_key(drawing: graphviz.Digraph, index: int) -> bytes:
+    ordered = drawing.copy()  # the caller's drawing stays as it was
+    ordered.attr("graph", sortv=str(index))
+    return ordered.source.encode("utf-8")
+
+
+def render_source(source: str, fmt: str) -> bytes:
+    """Run graphviz ``dot -T<fmt>`` on DOT text; errors become one-line PartitionLabErrors."""
+    return _run_graphviz(["dot", f"-T{fmt}"], source.encode("utf-8"), "dot")
+
+
+def _run_graphviz(command: list[str], data: bytes, what: str) -> bytes:
+    try:
+        proc = subprocess.run(command, input=data, capture_output=True, check=False)
+    except FileNotFoundError as exc:
+        raise PartitionLabError(
+            f"graphviz's '{command[0]}' program was not found; install graphviz "
+            "(apt-get install graphviz) or write a .dot file instead") from exc
+    if proc.returncode != 0:
+        detail = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+        first = detail[0] if detail else f"exit status {proc.returncode}"
+        fmt = command[-1].removeprefix("-T")
+        raise PartitionLabError(f"graphviz {what} failed to render {fmt}: {first}")
+    return proc.stdout
+
+
+def _checked_output(path: str | os.PathLike[str]) -> Path:
+    """``path`` as a Path, if its suffix names a format and its directory exists."""
+    path = Path(path)
+    if path.suffix.lower() not in FORMATS:
+        known = ", ".join(sorted(FORMATS))
+        raise PartitionLabError(f"cannot write {path}: unknown suffix {path.suffix!r} "
+                                f"(use one of {known})")
+    if not path.parent.is_dir():
+        raise PartitionLabError(f"cannot write {path}: directory {path.parent} does not exist")
+    return path
+
+
+def write_atomic(path: str | os.PathLike[str], data: bytes) -> Path:
+    """Write ``data`` to ``path`` through a temporary file in the same directory and a rename."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual permissions
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def _umask() -> int:
+    mask = os.umask(0)  # reading the umask means setting it; put it straight back
+    os.umask(mask)
+    return mask
