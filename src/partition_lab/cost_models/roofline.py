@@ -182,6 +182,29 @@ class RooflineCostModel:
         info = self.device_cost(device)
         return info.profile.region_overhead if info.region_overhead is None else info.region_overhead
 
+    # ------------------------------------------------------------------ uncertainty
+    #: Relative error (log-space standard deviation) of an unmeasured roofline figure. An
+    #: assumption, not a fit: on the H200 the roofline's per-plan predictions were off by 2-4x
+    #: (no fusion in the executor; host kernels that neither vectorise nor hit bandwidth), and
+    #: unmeasured host ops 2.5-6x (issue 11). A factor of 2 per op (log 2 = 0.69) is the
+    #: narrowest spread those figures allow; copies follow a datasheet link (30%), launch
+    #: overheads are stated assumptions in the profiles (50%).
+    SIGMA_OP = 0.69
+    SIGMA_TRANSFER = 0.3
+    SIGMA_OVERHEAD = 0.5
+
+    def op_sigma(self, node: OpNode, device: str) -> float:
+        return self.SIGMA_OP
+
+    def transfer_sigma(self, nbytes: float, src: str, dst: str) -> float:
+        return self.SIGMA_TRANSFER
+
+    def overhead_sigma(self, device: str) -> float:
+        return self.SIGMA_OVERHEAD
+
+    def is_measured(self, node: OpNode, device: str) -> bool:
+        return False
+
     # ------------------------------------------------------------------ explanation
     def explain(self, node: OpNode, device: str) -> OpEstimate:
         """The op's roofline terms on ``device``: FLOPs, bytes, both times and which bound won."""

@@ -16,6 +16,7 @@ from ..errors import PartitionLabError
 from .base import Assignment, Strategy, greedy_start, make_plan, ms
 from .costing import CostTables
 from .local_search import improve
+from .robust import check_robust_options, decide
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,11 @@ class CostBased(Strategy):
         "help": "most search rounds (each re-forms the regions once)"})
     tolerance: float = field(default=1e-3, metadata={
         "help": "stop once a round saves less than this fraction of the predicted total"})
+    confidence_z: float = field(default=2.0, metadata={
+        "help": "leave greedy's plan only if the predicted gain exceeds this many standard "
+                "deviations of the model's error"})
+    min_gain: float = field(default=0.0, metadata={
+        "help": "... and this fraction of greedy's predicted total"})
 
     def check_options(self) -> None:
         if self.max_rounds < 0:
@@ -37,12 +43,14 @@ class CostBased(Strategy):
         if not 0 <= self.tolerance < 1:
             raise PartitionLabError(f"strategy 'cost': option tolerance must be in [0, 1), "
                                     f"got {self.tolerance}")
+        check_robust_options("cost", self.confidence_z, self.min_gain)
 
     def plan(self, graph: OpGraph, support: Support,
              cost_model: CostModel | None = None) -> PartitionPlan:
         model = self.require_model(cost_model)
         tables = CostTables(graph, model, support.platform)
         state, regions = greedy_start(graph, support)
+        greedy, greedy_regions = state.copy(), regions
         result = improve(state, regions, tables, max_rounds=self.max_rounds,
                          tolerance=self.tolerance)
         note = (f"cost: {result.accepted} move(s) kept in {result.rounds} round(s); predicted "
@@ -64,7 +72,16 @@ class CostBased(Strategy):
                         state.move((n,), single.device[n], reason)
                 regions, total = single_regions, single_total
                 note += f"; every op on {where} predicts {ms(single_total)}, taken"
-        return make_plan(self, state, regions, [note])
+        notes = [note]
+        if state.device != greedy.device:
+            decision = decide(tables, greedy.device, greedy_regions, result.start_total,
+                              state.device, regions, total, z=self.confidence_z,
+                              min_gain=self.min_gain)
+            if tables.uncertain or self.min_gain:
+                notes.append(decision.note("cost"))
+            if not decision.leave:
+                state, regions = greedy, greedy_regions
+        return make_plan(self, state, regions, notes)
 
 
 def _single_device_plans(graph: OpGraph, support: Support) -> list[Assignment]:

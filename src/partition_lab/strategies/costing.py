@@ -82,6 +82,25 @@ class CostTables:
         for u, v in graph.nx.edges:
             self.neighbours[u].append(v)
             self.neighbours[v].append(u)
+        self._uncertainty(model, graph, names, reps, pairs)
+
+    def _uncertainty(self, model: CostModel, graph: OpGraph, names: list[str], reps: list[str],
+                     pairs: list[tuple[int, int]]) -> None:
+        """Relative standard deviations from the model's uncertainty interface (0 without one).
+
+        ``sigma[d][n]`` per op; ``overhead_sigma[d]`` per device; ``cross_sigma`` one figure for
+        every copy (the largest over domain pairs, priced for a 1 MB tensor: copies of one link
+        share their error).
+        """
+        op_sigma = getattr(model, "op_sigma", None)
+        transfer_sigma = getattr(model, "transfer_sigma", None)
+        overhead_sigma = getattr(model, "overhead_sigma", None)
+        self.uncertain = any(f is not None for f in (op_sigma, transfer_sigma, overhead_sigma))
+        self.sigma = [[op_sigma(node, name) for node in graph] if op_sigma else
+                      [0.0] * len(graph) for name in names]
+        self.overhead_sigma = [overhead_sigma(name) if overhead_sigma else 0.0 for name in names]
+        self.cross_sigma = max((transfer_sigma(1e6, reps[a], reps[b]) for a, b in pairs),
+                               default=0.0) if transfer_sigma else 0.0
 
     @property
     def tensor_count(self) -> int:

@@ -40,6 +40,7 @@ from .local_search import improve
 from .milp import AssignmentProblem, solve_milp
 from .min_size import MinSize
 from .no_mac import NoMac
+from .robust import check_robust_options, decide
 
 
 @dataclass(frozen=True)
@@ -55,11 +56,17 @@ class Optimal(Strategy):
         "help": "... and (assignments) * graph_ops is at most this"})
     milp_seconds: float = field(default=60.0, metadata={
         "help": "time limit of the integer program (three or more devices)"})
+    confidence_z: float = field(default=2.0, metadata={
+        "help": "leave greedy's plan only if the predicted gain exceeds this many standard "
+                "deviations of the model's error"})
+    min_gain: float = field(default=0.0, metadata={
+        "help": "... and this fraction of greedy's predicted total"})
 
     def check_options(self) -> None:
         for key in ("exact_limit", "exact_budget"):
             if getattr(self, key) < 0:
                 raise PartitionLabError(f"strategy 'optimal': option {key} must be >= 0")
+        check_robust_options("optimal", self.confidence_z, self.min_gain)
 
     def plan(self, graph: OpGraph, support: Support,
              cost_model: CostModel | None = None) -> PartitionPlan:
@@ -80,6 +87,15 @@ class Optimal(Strategy):
             exact = branch_and_bound(graph, support, free, tables, best)
             best = exact.best
         notes = [_note(best, lower, bound, exact, tables, leaves, time.perf_counter() - start)]
+        greedy = candidates[0]
+        if best.state.device != greedy.state.device:
+            decision = decide(tables, greedy.state.device, greedy.regions, greedy.total,
+                              best.state.device, best.regions, best.total,
+                              z=self.confidence_z, min_gain=self.min_gain)
+            if tables.uncertain or self.min_gain:
+                notes.append(decision.note("optimal"))
+            if not decision.leave:
+                best = greedy
         state = best.state
         _explain_moved_ops(state, tables)
         return make_plan(self, state, best.regions, notes)

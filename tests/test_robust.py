@@ -1,0 +1,98 @@
+"""Robust choices: cost and optimal leave greedy's plan only beyond the model's uncertainty."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from partition_lab import synthetic
+from partition_lab.core.plan import Support
+from partition_lab.cost_models import evaluate, get_cost_model
+from partition_lab.errors import PartitionLabError
+from partition_lab.strategies import get_strategy
+from partition_lab.strategies.costing import CostTables
+from partition_lab.strategies.robust import decide, gain_sigma, plan_sigma
+
+
+class Flat:
+    """Greedy's one region on the accelerator costs ``accel`` per op; the CPU ``cpu`` per op.
+
+    ``sigma``: the relative uncertainty it reports (None: it reports none)."""
+
+    name = "flat"
+
+    def __init__(self, accel: float, cpu: float, sigma: float | None) -> None:
+        self.accel, self.cpu = accel, cpu
+        if sigma is not None:
+            self.op_sigma = lambda node, device: sigma
+            self.transfer_sigma = lambda nbytes, src, dst: sigma
+            self.overhead_sigma = lambda device: sigma
+
+    def op_time(self, node, device) -> float:
+        return self.cpu if device == "cpu" else self.accel
+
+    def transfer_time(self, nbytes, src, dst) -> float:
+        return 0.0 if src == dst else 1e-4
+
+    def region_overhead(self, device) -> float:
+        return 0.0 if device == "cpu" else 1e-3
+
+
+def problem():
+    # A chain whose last op is rejected: greedy puts 5 ops on the accelerator (one launch, two
+    # copies); all on the CPU saves 1 ms of launch and copies but costs 5 x 0.15 ms more compute.
+    graph = synthetic.chain(["nn.relu"] * 5 + ["tanh"])
+    verdicts = synthetic.verdicts_by_op(graph, unsupported=["tanh"])
+    return graph, Support.single(verdicts, "acc")
+
+
+@pytest.mark.parametrize("name", ["cost", "optimal"])
+def test_a_gain_within_the_uncertainty_keeps_greedy(name) -> None:
+    graph, support = problem()
+    greedy = get_strategy("greedy").run(graph, support)
+    certain = Flat(1e-4, 1e-4 + 4e-5, sigma=None)
+    moved = get_strategy(name).run(graph, support, cost_model=certain)
+    assert [d.device for d in moved.decisions] != [d.device for d in greedy.decisions]
+    # The same numbers, but the model says each figure may be 50% off: the gain is noise.
+    unsure = Flat(1e-4, 1e-4 + 4e-5, sigma=0.5)
+    kept = get_strategy(name).run(graph, support, cost_model=unsure)
+    assert [d.device for d in kept.decisions] == [d.device for d in greedy.decisions]
+    assert any("kept greedy's plan" in note for note in kept.notes)
+    # confidence_z=0 takes the predicted optimum again.
+    again = get_strategy(name, confidence_z=0).run(graph, support, cost_model=unsure)
+    assert evaluate(again, unsure).total < evaluate(greedy, unsure).total
+    # min_gain is a floor on top of the uncertainty.
+    floor = get_strategy(name, min_gain=0.9).run(graph, support, cost_model=certain)
+    assert [d.device for d in floor.decisions] == [d.device for d in greedy.decisions]
+
+
+def test_gain_sigma_counts_only_what_differs() -> None:
+    graph, support = problem()
+    model = Flat(1e-4, 2e-4, sigma=0.5)
+    tables = CostTables(graph, model, support.platform)
+    greedy = get_strategy("greedy").run(graph, support)
+    device = [support.platform.index(d.device) for d in greedy.decisions]
+    regions = [list(r.nodes) for r in greedy.regions]
+    assert gain_sigma(tables, device, regions, device, regions) == 0.0
+    host = [support.platform.host_index] * len(graph)
+    sigma = gain_sigma(tables, device, regions, host, [list(range(len(graph)))])
+    # 5 ops moved (each 0.5 x 0.1 ms and 0.5 x 0.2 ms), one launch gone (0.5 x 1 ms), the copies
+    # of the tensors those ops touch (0.5 x 0.1 ms each where they cross).
+    ops = 5 * ((0.5 * 1e-4) ** 2 + (0.5 * 2e-4) ** 2)
+    launch = (0.5 * 1e-3) ** 2
+    assert math.sqrt(ops + launch) <= sigma <= math.sqrt(ops + launch + 7 * (0.5 * 1e-4) ** 2)
+    assert plan_sigma(tables, device, regions) > 0
+    decision = decide(tables, device, regions, 1.0, host, [list(range(len(graph)))], 0.9,
+                      z=2.0, min_gain=0.0)
+    assert decision.leave and decision.threshold == pytest.approx(2 * decision.sigma)
+
+
+def test_the_roofline_states_its_uncertainty_and_options_are_checked() -> None:
+    model = get_cost_model("neuron@2020")
+    node = synthetic.chain(["nn.relu"])[0]
+    assert model.op_sigma(node, "cpu") > 0.5 and not model.is_measured(node, "cpu")
+    with pytest.raises(PartitionLabError, match="confidence_z"):
+        get_strategy("cost", confidence_z=-1)
+    with pytest.raises(PartitionLabError, match="min_gain"):
+        get_strategy("optimal", min_gain=1.5)
