@@ -328,7 +328,8 @@ def test_compare_table_json_and_best() -> None:
     assert set(data["rows"][0]) == {
         "strategy", "applicable", "accel_regions", "ops_on_accel", "tensors_crossing",
         "bytes_crossing", "compute_cpu_s", "compute_accel_s", "transfer_s", "overhead_s",
-        "total_s", "partition_s", "notes", "ops_by_device", "compute_by_device_s"}
+        "total_s", "partition_s", "notes", "ops_by_device", "compute_by_device_s",
+        "total_sigma_s", "ops_measured"}
     table = comparison.to_table()
     for name in ALL:
         assert name in table

@@ -45,6 +45,8 @@ COMPARE_JSON_DOC = """\
              "tensors_crossing": int, "bytes_crossing": float,
              "compute_cpu_s": float, "compute_accel_s": float, "transfer_s": float,
              "compute_by_device_s": {device: float},
+             "total_sigma_s": float | null,           # the model's uncertainty, 1 sigma
+             "ops_measured": int | null,              # ops timed, not estimated
              "overhead_s": float, "total_s": float,   # predicted seconds
              "partition_s": float,                    # wall time of the strategy itself
              "notes": [str]}]}

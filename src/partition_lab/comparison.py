@@ -18,6 +18,8 @@ JSON schema ``partition_lab.compare/2`` (:meth:`Comparison.to_dict`; keys always
                "compute_cpu_s": float | null, "compute_accel_s": float | null,
                "ops_by_device": {device: int} | null,
                "compute_by_device_s": {device: float} | null,
+               "total_sigma_s": float | null,  # the model's uncertainty of total_s (1 sigma)
+               "ops_measured": int | null,     # ops whose time on their device is a measurement
                "transfer_s": float | null, "overhead_s": float | null, "total_s": float | null,
                "partition_s": float,           # wall time of the strategy itself
                "notes": [str]}]}               # strategy notes, or why it is not applicable
@@ -39,6 +41,8 @@ from .core.graph import OpGraph
 from .core.plan import PartitionPlan, Support, Verdict, as_support
 from .cost_models.base import CostBreakdown, CostModel, evaluate
 from .strategies import NotApplicableError, Strategy, available_strategies, get_strategy
+from .strategies.costing import CostTables
+from .strategies.robust import plan_sigma
 
 SCHEMA = "partition_lab.compare/2"
 
@@ -62,6 +66,8 @@ class ComparisonRow:
     notes: tuple[str, ...] = ()
     ops_by_device: dict[str, int] | None = None
     compute_by_device_s: dict[str, float] | None = None
+    total_sigma_s: float | None = None
+    ops_measured: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -72,6 +78,7 @@ class ComparisonRow:
             "transfer_s": self.transfer_s, "overhead_s": self.overhead_s,
             "total_s": self.total_s, "partition_s": self.partition_s, "notes": list(self.notes),
             "ops_by_device": self.ops_by_device, "compute_by_device_s": self.compute_by_device_s,
+            "total_sigma_s": self.total_sigma_s, "ops_measured": self.ops_measured,
         }
 
 
@@ -115,12 +122,12 @@ class Comparison:
         """An aligned text table (times in ms), then the notes of each strategy."""
         many = len(self.devices) > 2
         header = ("strategy", "regions", "ops per device" if many else "ops on accel", "cuts",
-                  "MB cut", "cpu ms", "accel ms", "copy ms", "launch ms", "total ms",
-                  "partition s")
+                  "MB cut", "cpu ms", "accel ms", "copy ms", "launch ms", "total ms", "+-2 sd",
+                  "measured", "partition s")
         lines = []
         for row in self.rows:
             if not row.applicable:
-                lines.append((row.strategy, "n/a", "", "", "", "", "", "", "", "",
+                lines.append((row.strategy, "n/a", "", "", "", "", "", "", "", "", "", "",
                                f"{row.partition_s:.3f}"))
                 continue
             ops = ("/".join(str(c) for c in (row.ops_by_device or {}).values()) if many
@@ -129,7 +136,10 @@ class Comparison:
                 row.strategy, str(row.accel_regions), ops,
                 str(row.tensors_crossing), f"{(row.bytes_crossing or 0) / 1e6:.3g}",
                 _ms(row.compute_cpu_s), _ms(row.compute_accel_s), _ms(row.transfer_s),
-                _ms(row.overhead_s), _ms(row.total_s), f"{row.partition_s:.3f}"))
+                _ms(row.overhead_s), _ms(row.total_s),
+                _ms(2 * row.total_sigma_s) if row.total_sigma_s is not None else "-",
+                f"{row.ops_measured}/{len(self.graph)}" if row.ops_measured is not None else "-",
+                f"{row.partition_s:.3f}"))
         widths = [max(len(str(c)) for c in col) for col in zip(header, *lines, strict=True)]
         best = self.best()
         out = [f"{self.graph.name or 'graph'} on {self.target} ({len(self.graph)} ops), "
@@ -180,6 +190,8 @@ def compare_plans(
     chosen = [get_strategy(s) if isinstance(s, str) else s
               for s in (strategies if strategies is not None else available_strategies())]
     support = as_support(support, target)
+    tables = CostTables(graph, cost_model, support.platform)
+    is_measured = getattr(cost_model, "is_measured", None)
     rows: list[ComparisonRow] = []
     comparison = Comparison(graph, support.platform.name, cost_model.name, rows,
                             support.platform.names)
@@ -205,8 +217,16 @@ def compare_plans(
             compute_cpu_s=cost.compute_cpu, compute_accel_s=cost.compute_accel,
             transfer_s=cost.transfer, overhead_s=cost.overhead, total_s=cost.total,
             partition_s=elapsed, notes=tuple(plan.notes), ops_by_device=plan.ops_per_device(),
-            compute_by_device_s=cost.compute_by_device()))
+            compute_by_device_s=cost.compute_by_device(),
+            total_sigma_s=_plan_sigma(tables, plan) if tables.uncertain else None,
+            ops_measured=(sum(bool(is_measured(graph[d.node], d.device)) for d in plan.decisions)
+                          if is_measured else None)))
     return comparison
+
+
+def _plan_sigma(tables: CostTables, plan: PartitionPlan) -> float:
+    device = [plan.platform.index(d.device) for d in plan.decisions]
+    return plan_sigma(tables, device, [r.nodes for r in plan.regions])
 
 
 def _ms(seconds: float | None) -> str:
