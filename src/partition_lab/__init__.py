@@ -24,6 +24,7 @@ _LAZY = {
     "partition": ("partition_lab.api", "partition"),
     "PartitionResult": ("partition_lab.api", "PartitionResult"),
     "compare": ("partition_lab.api", "compare"),
+    "profile": ("partition_lab.profiling", "profile"),
     "Comparison": ("partition_lab.comparison", "Comparison"),
     "graph_from_relay": ("partition_lab.relay.relay_graph", "graph_from_relay"),
     "get_target": ("partition_lab.targets", "get_target"),

@@ -139,7 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     _add_common(parser, None)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for add in (_add_viz, _add_partition, _add_compare, _add_targets, _add_zoo):
+    for add in (_add_viz, _add_partition, _add_compare, _add_profile, _add_targets, _add_zoo):
         add(commands)
     return parser
 
@@ -267,6 +267,61 @@ def _add_compare(commands: Any) -> None:
     sub.add_argument("--strategies", metavar="A,B", help="comma-separated strategies "
                      "(default: all)")
     sub.add_argument("--json", action="store_true", help="print JSON instead of the table")
+
+
+PROFILE_DOC = """\
+Measures every op signature the model's plans can use on each device of the platform (every op
+on every device that supports it; --strategies narrows it to those strategies' plans), plus the
+copies between memory spaces and the per-region and per-op overheads as the executor pays them,
+and merges them into the profile cache (schema "partition_lab.profile_cache/1"; default
+$PARTITION_LAB_CACHE/profile_cache.json). Signatures the cache already has for that device are
+not measured again (--force does). A bundle (.json.gz from bench/gpu/export_bundles.py) needs no
+TVM: profile where the devices are. Runners: torch (the PyTorch executor's kernels; host-memory
+devices on the CPU, the others on --device), tvm-llvm (TVM's llvm backend here), tvm-rpc (the
+boards a TVM RPC tracker serves under --key: python -m tvm.exec.rpc_tracker, then
+python -m tvm.exec.rpc_server --tracker HOST:PORT --key KEY on each board).
+"""
+
+
+def _add_profile(commands: Any) -> None:
+    sub = _subparser(
+        commands, "profile", "measure a model's op signatures, copies and overheads into the "
+        "profile cache",
+        ["partition-lab profile bundles/resnet50_v1.json.gz --device cuda:0 --cache h200.json",
+         "partition-lab profile zoo:bert_encoder --platform tensorcore --runner tvm-llvm",
+         "partition-lab profile model.onnx --platform neuron --runner tvm-rpc "
+         "--tracker 10.0.0.2:9190 --key rasp4"],
+        run_profile, extra=PROFILE_DOC + "\n")
+    sub.add_argument("model", metavar="MODEL|BUNDLE",
+                     help=f"{MODEL_HELP}, or a bundle file (.json.gz)")
+    sub.add_argument("--platform", "-p", "--target", "-t", dest="platform", metavar="P",
+                     help="the platform (a name or a file); for a bundle, default and must be "
+                          "the bundle's own")
+    sub.add_argument("--device", metavar="DEV", help="torch device of the platform's non-host "
+                     "devices, cpu or cuda[:N] (default: cuda:0 if torch sees a GPU)")
+    sub.add_argument("--cache", metavar="FILE", help="the profile cache to merge into "
+                     "(default $PARTITION_LAB_CACHE/profile_cache.json)")
+    sub.add_argument("--runner", choices=("torch", "tvm-llvm", "tvm-rpc"), default="torch",
+                     help="what times the ops (default torch)")
+    sub.add_argument("--tracker", metavar="HOST:PORT", help="the TVM RPC tracker (tvm-rpc)")
+    sub.add_argument("--key", metavar="K", help="the device key the boards registered under "
+                     "(tvm-rpc)")
+    sub.add_argument("--rpc-target", metavar="T", default="llvm", help="the boards' TVM target "
+                     "(tvm-rpc; default llvm, e.g. 'llvm -mtriple=aarch64-linux-gnu')")
+    sub.add_argument("--sessions", type=int, default=1, metavar="N",
+                     help="boards of --key to time on at once (tvm-rpc; default 1)")
+    sub.add_argument("--strategies", metavar="A,B", help="only the placements of these "
+                     "strategies' plans (default: every supported placement)")
+    sub.add_argument("--force", action="store_true", help="measure again what the cache has")
+    sub.add_argument("--budget", type=float, metavar="SECONDS", help="stop timing ops after "
+                     "this long (what was measured is kept)")
+    sub.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                     help="a platform option (e.g. precision=fp32 for tensorcore); repeatable")
+    sub.add_argument("--input-shape", action="append", default=[], metavar="NAME=1,3,224,224",
+                     help="the shape of a model input (model files only); repeatable")
+    sub.add_argument("--name", metavar="NAME", help="the model name recorded with each "
+                     "signature (default: the graph's name)")
+    sub.add_argument("--json", action="store_true", help="print what was done as JSON")
 
 
 def _add_targets(commands: Any) -> None:
@@ -493,6 +548,61 @@ def run_compare(args: argparse.Namespace) -> int:
         comparison = compare_plans(analysis.graph, analysis.support, strategies=names,
                                    cost_model=analysis.cost_model)
     print(comparison.to_json() if args.json else comparison.to_table())
+    return 0
+
+
+def run_profile(args: argparse.Namespace) -> int:
+    """``partition-lab profile``: measure into the profile cache; print what was done."""
+    import json
+
+    from .profiling import ProfileCache, default_cache_path, profile
+    from .profiling.profile import is_bundle_path, parse_tracker, progress_bar
+
+    model = args.model
+    bundle = is_bundle_path(model)
+    if bundle and not Path(model).is_file():
+        raise PartitionLabError(f"bundle {model} does not exist")
+    if not bundle and not model.startswith("zoo:") and not Path(model).exists():
+        raise PartitionLabError(f"model {model} does not exist ({MODEL_HELP})")
+    if model.startswith("zoo:"):
+        from . import zoo
+
+        zoo.info(_zoo_name(model)[0])  # raises UnknownModelError listing the bundled models
+    if not bundle and not args.platform:
+        raise UsageError("--platform is required for a model (a bundle carries its own)")
+    options = parse_options(args.option)
+    if args.platform and not bundle:
+        from .core.platform import get_platform
+
+        get_platform(args.platform, **options)  # raises UnknownTargetError
+    shapes = parse_input_shapes(args.input_shape)
+    if args.runner == "tvm-rpc":
+        parse_tracker(args.tracker)
+        if not args.key:
+            raise UsageError("--runner tvm-rpc needs --key (the boards' device key)")
+    elif args.tracker or args.key:
+        raise UsageError("--tracker and --key apply to --runner tvm-rpc")
+    if args.device is not None and args.device != "cpu" and not args.device.startswith("cuda"):
+        raise UsageError(f"bad --device {args.device!r}: expected cpu or cuda[:N]")
+    cache = Path(args.cache) if args.cache else default_cache_path()
+    ProfileCache.load(cache, missing_ok=True)  # a corrupt cache fails before any measuring
+    runner_options: dict[str, Any] = {}
+    if args.runner == "tvm-rpc":
+        runner_options = {"target": args.rpc_target, "sessions": args.sessions}
+    strategies = [s.strip() for s in args.strategies.split(",")] if args.strategies else None
+    if strategies:
+        from . import strategies as registry
+
+        for name in strategies:
+            registry.get_strategy(name)  # fail before loading on an unknown name
+    progress = Progress(True if args.progress else None)
+    with progress_bar(progress.enabled) as step:
+        result = profile(model, args.platform, device=args.device, cache=cache,
+                         strategies=strategies, runner=args.runner, name=args.name,
+                         tracker=args.tracker, key=args.key, runner_options=runner_options,
+                         force=args.force, budget_s=args.budget, input_shapes=shapes or None,
+                         progress=step, **options)
+    print(json.dumps(result.to_dict(), indent=1) if args.json else result.summary())
     return 0
 
 

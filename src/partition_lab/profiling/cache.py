@@ -1,0 +1,394 @@
+"""The profile cache: measured op times, copy curves and overheads per device, in one JSON file.
+
+Schema ``partition_lab.profile_cache/1``::
+
+    {"schema": "partition_lab.profile_cache/1",
+     "devices": {
+       "<device_key>": {                 # e.g. "torch-cuda|NVIDIA H200|torch 2.11.0+cu130|cudnn 91900"
+         "runner": "torch" | "tvm-llvm" | "tvm-rpc",
+         "kind": "cuda" | "cpu",         # what executes
+         "name": str,                    # GPU/CPU model name (the RPC key for remote boards)
+         "software": {str: str},         # versions that change timings (torch, cuda, tvm, ...)
+         "ops": {"<op_signature>": {
+             "median_s", "p10_s", "p90_s": float, "runs": int,
+             "op": str, "class": "matrix"|"vector"|"data", "flops": float, "bytes": float,
+             "dtype": str, "models": [str], "measured_at": str}},   # ISO date-time (UTC)
+         "copies": {"<src_memory>-><dst_memory>": [[nbytes, seconds], ...]},
+         "overheads": {"region_s": float, "per_op_s": float, "island_wakeup_s": float}}},
+     "bindings": {"<platform name>": {"<platform device>": "<device_key>"}}}
+
+An entry's ``overheads`` may hold further measured keys (``op_floor_s``: the host time per op of
+a chain of tiny ops, a floor for queued GPU launches); readers use the keys they know.
+
+Merging (:meth:`ProfileCache.merge`): an op signature measured again replaces the old entry only
+if it has more runs or is newer, and the ``models`` lists are unioned either way; a copy curve
+measured again replaces the old curve of that link; overheads are updated key by key; a
+platform's bindings are replaced. :meth:`ProfileCache.save` merges into what is on disk under a
+lock and replaces the file atomically, so profilers writing one cache at once lose nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import json
+import math
+import os
+import tempfile
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import ProfileError
+
+SCHEMA = "partition_lab.profile_cache/1"
+RUNNERS = ("torch", "tvm-llvm", "tvm-rpc")
+KINDS = ("cuda", "cpu")
+OP_CLASSES = ("matrix", "vector", "data")
+OVERHEAD_KEYS = ("region_s", "per_op_s", "island_wakeup_s")
+
+
+def now_iso() -> str:
+    """The current UTC time as an ISO 8601 string (seconds), what ``measured_at`` holds."""
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+
+
+def default_cache_path() -> Path:
+    """``$PARTITION_LAB_CACHE/profile_cache.json`` (default ``~/.cache/partition_lab``)."""
+    root = Path(os.environ.get("PARTITION_LAB_CACHE", Path.home() / ".cache" / "partition_lab"))
+    return root / "profile_cache.json"
+
+
+@dataclass
+class OpStats:
+    """One op signature measured on one device: its time distribution and what it is."""
+
+    median_s: float
+    p10_s: float
+    p90_s: float
+    runs: int
+    op: str
+    op_class: str
+    flops: float
+    bytes: float
+    dtype: str
+    models: list[str] = field(default_factory=list)
+    measured_at: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"median_s": self.median_s, "p10_s": self.p10_s, "p90_s": self.p90_s,
+                "runs": self.runs, "op": self.op, "class": self.op_class, "flops": self.flops,
+                "bytes": self.bytes, "dtype": self.dtype, "models": sorted(self.models),
+                "measured_at": self.measured_at}
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str) -> OpStats:
+        if not isinstance(data, Mapping):
+            raise ProfileError(f"{where} must be an object")
+        times = {k: _positive(data, k, where) for k in ("median_s", "p10_s", "p90_s")}
+        if not times["p10_s"] <= times["median_s"] <= times["p90_s"]:
+            raise ProfileError(f"{where}: needs p10_s <= median_s <= p90_s, got "
+                               f"{times['p10_s']}, {times['median_s']}, {times['p90_s']}")
+        runs = data.get("runs")
+        if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
+            raise ProfileError(f"{where}.runs must be a positive integer, got {runs!r}")
+        op_class = data.get("class")
+        if op_class not in OP_CLASSES:
+            raise ProfileError(f"{where}.class must be one of {OP_CLASSES}, got {op_class!r}")
+        models = data.get("models", [])
+        if not isinstance(models, list) or not all(isinstance(m, str) for m in models):
+            raise ProfileError(f"{where}.models must be a list of model names")
+        measured_at = data.get("measured_at", "")
+        if not isinstance(measured_at, str) or (measured_at and _parse_time(measured_at) is None):
+            raise ProfileError(f"{where}.measured_at must be an ISO date, got {measured_at!r}")
+        return cls(times["median_s"], times["p10_s"], times["p90_s"], runs,
+                   _text(data, "op", where), op_class, _number(data, "flops", where),
+                   _number(data, "bytes", where), _text(data, "dtype", where),
+                   list(dict.fromkeys(models)), measured_at)
+
+    def replaces(self, old: OpStats) -> bool:
+        """Whether this measurement replaces ``old``: more runs, or measured later."""
+        if self.runs > old.runs:
+            return True
+        new_at, old_at = _parse_time(self.measured_at), _parse_time(old.measured_at)
+        return new_at is not None and (old_at is None or new_at > old_at)
+
+
+@dataclass
+class DeviceEntry:
+    """Everything measured on one device (a device key: hardware plus software versions)."""
+
+    key: str
+    runner: str
+    kind: str
+    name: str
+    software: dict[str, str] = field(default_factory=dict)
+    ops: dict[str, OpStats] = field(default_factory=dict)
+    copies: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
+    overheads: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"runner": self.runner, "kind": self.kind, "name": self.name,
+                "software": dict(sorted(self.software.items())),
+                "ops": {sig: self.ops[sig].to_dict() for sig in sorted(self.ops)},
+                "copies": {link: [[float(n), float(t)] for n, t in curve]
+                           for link, curve in sorted(self.copies.items())},
+                "overheads": {k: float(v) for k, v in sorted(self.overheads.items())}}
+
+    @classmethod
+    def from_dict(cls, key: str, data: Any, where: str) -> DeviceEntry:
+        if not isinstance(data, Mapping):
+            raise ProfileError(f"{where} must be an object")
+        runner = data.get("runner")
+        if runner not in RUNNERS:
+            raise ProfileError(f"{where}.runner must be one of {RUNNERS}, got {runner!r}")
+        kind = data.get("kind")
+        if kind not in KINDS:
+            raise ProfileError(f"{where}.kind must be one of {KINDS}, got {kind!r}")
+        software = data.get("software", {})
+        if not isinstance(software, Mapping):
+            raise ProfileError(f"{where}.software must be an object of version strings")
+        ops = data.get("ops", {})
+        if not isinstance(ops, Mapping):
+            raise ProfileError(f"{where}.ops must be an object keyed by op signature")
+        copies = data.get("copies", {})
+        if not isinstance(copies, Mapping):
+            raise ProfileError(f"{where}.copies must be an object keyed by 'src->dst'")
+        overheads = data.get("overheads", {})
+        if not isinstance(overheads, Mapping):
+            raise ProfileError(f"{where}.overheads must be an object of seconds")
+        entry = cls(key, str(runner), str(kind), _text(data, "name", where),
+                    {str(k): str(v) for k, v in software.items()})
+        for sig, raw in ops.items():
+            entry.ops[sig] = OpStats.from_dict(raw, f"{where}.ops[{sig!r}]")
+        for link, curve in copies.items():
+            entry.copies[link] = _curve(curve, f"{where}.copies[{link!r}]")
+        for name, value in overheads.items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+                    math.isfinite(value) and value >= 0):
+                raise ProfileError(f"{where}.overheads.{name} must be a non-negative number of "
+                                   f"seconds, got {value!r}")
+            entry.overheads[name] = float(value)
+        return entry
+
+    def merge(self, new: DeviceEntry) -> None:
+        """Fold ``new`` (a later profile of this device) into this entry."""
+        self.runner, self.kind, self.name = new.runner, new.kind, new.name
+        self.software.update(new.software)
+        for sig, stats in new.ops.items():
+            old = self.ops.get(sig)
+            if old is None:
+                self.ops[sig] = _copy_stats(stats)
+                continue
+            models = list(dict.fromkeys(old.models + stats.models))
+            if stats.replaces(old):
+                self.ops[sig] = _copy_stats(stats)
+            self.ops[sig].models = models
+        self.copies.update({link: list(curve) for link, curve in new.copies.items()})
+        self.overheads.update(new.overheads)
+
+
+@dataclass
+class ProfileCache:
+    """A loaded profile cache: device entries by key and device bindings by platform."""
+
+    devices: dict[str, DeviceEntry] = field(default_factory=dict)
+    bindings: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    # ------------------------------------------------------------------ files
+    @classmethod
+    def load(cls, path: str | Path, *, missing_ok: bool = False) -> ProfileCache:
+        """Read a cache file; an empty cache if it does not exist and ``missing_ok``.
+
+        Raises
+        ------
+        ProfileError
+            If the file is missing (unless ``missing_ok``), not JSON, of another schema, or any
+            entry is malformed (the message names the entry and the field).
+        """
+        path = Path(path)
+        if not path.is_file():
+            if missing_ok and not path.exists():
+                return cls()
+            raise ProfileError(f"profile cache {path} does not exist")
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            raise ProfileError(f"profile cache {path} is not valid JSON: {err}") from None
+        return cls.from_dict(data, str(path))
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str = "profile cache") -> ProfileCache:
+        if not isinstance(data, Mapping) or data.get("schema") != SCHEMA:
+            found = data.get("schema") if isinstance(data, Mapping) else type(data).__name__
+            raise ProfileError(f"profile cache {where}: 'schema' must be {SCHEMA!r}, "
+                               f"got {found!r}")
+        devices = data.get("devices", {})
+        if not isinstance(devices, Mapping):
+            raise ProfileError(f"profile cache {where}: 'devices' must be an object")
+        cache = cls({key: DeviceEntry.from_dict(key, raw, f"profile cache {where}: "
+                                                f"devices[{key!r}]")
+                     for key, raw in devices.items()})
+        bindings = data.get("bindings", {})
+        if not isinstance(bindings, Mapping):
+            raise ProfileError(f"profile cache {where}: 'bindings' must be an object")
+        for platform, mapping in bindings.items():
+            if not isinstance(mapping, Mapping):
+                raise ProfileError(f"profile cache {where}: bindings[{platform!r}] must map "
+                                   "platform devices to device keys")
+            for device, key in mapping.items():
+                if key not in cache.devices:
+                    raise ProfileError(f"profile cache {where}: bindings[{platform!r}] binds "
+                                       f"{device!r} to {key!r}, which has no entry")
+            cache.bindings[str(platform)] = {str(d): str(k) for d, k in mapping.items()}
+        return cache
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema": SCHEMA,
+                "devices": {key: self.devices[key].to_dict() for key in sorted(self.devices)},
+                "bindings": {p: dict(sorted(m.items())) for p, m in sorted(self.bindings.items())}}
+
+    def save(self, path: str | Path, *, merge: bool = True) -> Path:
+        """Write the cache to ``path`` atomically (a temporary file, then a rename).
+
+        With ``merge`` (the default) the file's current content is read under a lock and this
+        cache merged into it first, so entries another profiler wrote meanwhile are kept; this
+        object then holds the merged content. A corrupt file on disk is an error, not
+        overwritten.
+        """
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with _locked(path):
+            if merge and path.exists():
+                on_disk = ProfileCache.load(path)
+                on_disk.merge(self)
+                self.devices, self.bindings = on_disk.devices, on_disk.bindings
+            text = json.dumps(self.to_dict(), indent=1)
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+            try:
+                with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                    handle.write(text + "\n")
+                os.replace(tmp, path)
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
+        return path
+
+    # ------------------------------------------------------------------ merging
+    def merge(self, other: ProfileCache) -> ProfileCache:
+        """Fold ``other`` (a later profile) into this cache (see the module docstring)."""
+        for key, entry in other.devices.items():
+            if key in self.devices:
+                self.devices[key].merge(entry)
+            else:
+                fresh = DeviceEntry(key, entry.runner, entry.kind, entry.name)
+                fresh.merge(entry)
+                self.devices[key] = fresh
+        for platform, mapping in other.bindings.items():
+            self.bindings[platform] = dict(mapping)
+        return self
+
+    # ------------------------------------------------------------------ lookups
+    def entry(self, device_key: str) -> DeviceEntry | None:
+        return self.devices.get(device_key)
+
+    def lookup(self, device_key: str, signature: str) -> OpStats | None:
+        """The stats of ``signature`` on ``device_key``, or None if not measured there."""
+        entry = self.devices.get(device_key)
+        return entry.ops.get(signature) if entry is not None else None
+
+    def bind(self, platform: str, mapping: Mapping[str, str]) -> None:
+        """Bind ``platform``'s devices to device keys (replacing its earlier binding)."""
+        unknown = sorted(set(mapping.values()) - set(self.devices))
+        if unknown:
+            raise ProfileError(f"cannot bind platform {platform!r} to device keys without an "
+                               f"entry: {unknown}")
+        self.bindings[platform] = dict(mapping)
+
+    def binding(self, platform: str) -> dict[str, str]:
+        """``{platform device: device key}`` for ``platform``; ProfileError if never profiled."""
+        try:
+            return dict(self.bindings[platform])
+        except KeyError:
+            known = ", ".join(sorted(self.bindings)) or "none"
+            raise ProfileError(f"the profile cache has no binding for platform {platform!r} "
+                               f"(profiled platforms: {known}); run 'partition-lab profile "
+                               f"MODEL --platform {platform}' first") from None
+
+    def entries_for(self, platform: str) -> dict[str, DeviceEntry]:
+        """``{platform device: its DeviceEntry}`` for a profiled platform."""
+        return {device: self.devices[key] for device, key in self.binding(platform).items()}
+
+    def op_stats(self, platform: str, device: str, signature: str) -> OpStats | None:
+        """The stats of ``signature`` on ``platform``'s ``device``, or None if not measured."""
+        key = self.binding(platform).get(device)
+        return self.lookup(key, signature) if key is not None else None
+
+
+# ---------------------------------------------------------------------------- helpers
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """An exclusive advisory lock on ``<path>.lock`` (POSIX; no lock where fcntl is missing)."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        yield
+        return
+    lock = path.with_name(path.name + ".lock")
+    with open(lock, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _copy_stats(stats: OpStats) -> OpStats:
+    return OpStats(**{**stats.__dict__, "models": list(stats.models)})
+
+
+def _parse_time(text: str) -> datetime.datetime | None:
+    try:
+        moment = datetime.datetime.fromisoformat(text)
+    except (TypeError, ValueError):
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=datetime.UTC)
+
+
+def _positive(data: Mapping[str, Any], key: str, where: str) -> float:
+    value = data.get(key)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+            math.isfinite(value) and value > 0):
+        raise ProfileError(f"{where}.{key} must be a positive number of seconds, got {value!r}")
+    return float(value)
+
+
+def _number(data: Mapping[str, Any], key: str, where: str) -> float:
+    value = data.get(key)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+            math.isfinite(value) and value >= 0):
+        raise ProfileError(f"{where}.{key} must be a non-negative number, got {value!r}")
+    return float(value)
+
+
+def _text(data: Mapping[str, Any], key: str, where: str) -> str:
+    value = data.get(key)
+    if not isinstance(value, str):
+        raise ProfileError(f"{where}.{key} must be a string, got {value!r}")
+    return value
+
+
+def _curve(points: Any, where: str) -> list[tuple[float, float]]:
+    if not isinstance(points, list) or not points:
+        raise ProfileError(f"{where} must be a non-empty list of [nbytes, seconds] pairs")
+    curve = []
+    for point in points:
+        if (not isinstance(point, (list, tuple)) or len(point) != 2
+                or any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in point)
+                or not (math.isfinite(point[0]) and point[0] > 0)
+                or not (math.isfinite(point[1]) and point[1] > 0)):
+            raise ProfileError(f"{where}: every point must be [nbytes > 0, seconds > 0], "
+                               f"got {point!r}")
+        curve.append((float(point[0]), float(point[1])))
+    return sorted(curve)

@@ -1,0 +1,566 @@
+"""``profile(model_or_bundle, platform)``: measure what a model's plans can use, into the cache.
+
+Which op signatures are measured, per device of the platform: by default **every op on every
+device that supports it** (the support table), not only the placements that some strategy's
+final plan makes. Strategies that search (``cost``, ``optimal``, variants with exclusions) price
+placements that no final plan keeps, and a cost model that knows only the winners' placements
+cannot tell whether an alternative is better; every supported placement is also a superset of
+any plan's, of today's strategies and of later ones. It costs little: signatures repeat within
+and across models, and devices bound to one cache entry (``tensorcore`` and ``cuda`` on one
+GPU) share their measurements. ``strategies=[...]`` narrows it to the union of those strategies'
+plans (a bundle's own plans, or the strategies run here), for a quick profile.
+
+Devices are bound to runners (:mod:`partition_lab.profiling.runners`): with
+``runner="torch"`` a device whose memory is the host's is timed by ``TorchRunner("cpu")`` and
+every other device by ``TorchRunner(device)`` (``cuda:0`` by default where torch sees a GPU),
+which is where :class:`~partition_lab.executors.torch_exec.PlanExecutor` runs them; with
+``"tvm-llvm"`` every device is timed with TVM's llvm backend here (the stand-in the region
+executor uses), with ``"tvm-rpc"`` on the boards a TVM RPC tracker serves under ``key``; or
+pass a :class:`~partition_lab.profiling.runners.Runner` (every device) or a mapping
+``{platform device: Runner}``. Devices whose runners share a device key share one cache entry.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..core.graph import OpGraph, OpNode
+from ..core.ops import op_class
+from ..core.plan import PartitionPlan, Support
+from ..core.platform import Platform
+from ..errors import PartitionLabError, ProfileError
+from .cache import OVERHEAD_KEYS, DeviceEntry, OpStats, ProfileCache, default_cache_path, now_iso
+from .runners import Runner, Timing
+
+RUNNER_NAMES = ("torch", "tvm-llvm", "tvm-rpc")
+
+StepFn = Callable[[str, int, int], None]
+"""``progress(what, done, total)``: called as each op is timed and at each phase."""
+
+
+@dataclass
+class EntryReport:
+    """What one profile did on one cache entry (device key)."""
+
+    key: str
+    runner: str
+    devices: list[str]
+    wanted: int
+    measured: int = 0
+    reused: int = 0
+    failed: dict[str, str] = field(default_factory=dict)
+    unmeasured: int = 0  # left out when the time budget ran out
+    copies: list[str] = field(default_factory=list)
+    overheads: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class ProfileResult:
+    """What :func:`profile` returns: the merged cache, where it went, and what was done."""
+
+    cache: ProfileCache
+    cache_path: Path | None
+    platform: str
+    model: str
+    selection: str
+    bindings: dict[str, str]
+    entries: list[EntryReport]
+    notes: list[str] = field(default_factory=list)
+    elapsed_s: float = 0.0
+
+    @property
+    def failed(self) -> dict[str, str]:
+        """Every signature that could not be timed, with why (over all entries)."""
+        return {sig: msg for e in self.entries for sig, msg in e.failed.items()}
+
+    def summary(self) -> str:
+        lines = [f"profiled {self.model} on {self.platform} ({self.selection}) in "
+                 f"{self.elapsed_s:.1f} s" + (f" -> {self.cache_path}" if self.cache_path else "")]
+        for e in self.entries:
+            lines.append(f"  {', '.join(e.devices)} -> {e.key}")
+            counts = f"    {e.wanted} op signatures: {e.measured} measured now, {e.reused} from " \
+                     "the cache"
+            if e.failed:
+                counts += f", {len(e.failed)} could not be timed"
+            if e.unmeasured:
+                counts += f", {e.unmeasured} left for lack of time"
+            lines.append(counts)
+            if e.copies:
+                lines.append(f"    copies measured: {', '.join(e.copies)}")
+            if e.overheads:
+                lines.append("    overheads: " + ", ".join(
+                    f"{k} {v * 1e6:.3g} us" for k, v in sorted(e.overheads.items())))
+            by_op = Counter(msg for msg in e.failed.values())
+            for message, count in sorted(by_op.items()):
+                lines.append(f"    not timed ({count}x): {message}")
+        lines.extend(f"  note: {note}" for note in self.notes)
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"cache": str(self.cache_path) if self.cache_path else None,
+                "platform": self.platform, "model": self.model, "selection": self.selection,
+                "bindings": dict(self.bindings), "entries": [e.to_dict() for e in self.entries],
+                "notes": list(self.notes), "elapsed_s": self.elapsed_s}
+
+
+@dataclass
+class _Model:
+    """What profiling needs of a model: graph, argument bindings, support, plans."""
+
+    graph: OpGraph
+    refs: Sequence[Sequence[Any]] | None
+    support: Support
+    platform: Platform
+    plans: dict[str, PartitionPlan]
+    run_strategy: Callable[[str], PartitionPlan] | None = None
+
+
+# ---------------------------------------------------------------------------- the API
+def profile(
+    model_or_bundle: Any,
+    platform: Any = None,
+    *,
+    device: str | None = None,
+    cache: str | Path | ProfileCache | None = None,
+    strategies: Iterable[str] | None = None,
+    runner: str | Runner | Mapping[str, Runner] = "torch",
+    params: Mapping[str, Any] | None = None,
+    name: str | None = None,
+    tracker: str | None = None,
+    key: str | None = None,
+    runner_options: Mapping[str, Any] | None = None,
+    force: bool = False,
+    budget_s: float | None = None,
+    bind_as: str | None = None,
+    input_shapes: Mapping[str, tuple[int, ...]] | None = None,
+    progress: StepFn | None = None,
+    **target_options: Any,
+) -> ProfileResult:
+    """Measure every op signature ``model_or_bundle``'s plans can use on each device of
+    ``platform``, plus copies and overheads, and merge them into the profile cache.
+
+    Parameters
+    ----------
+    model_or_bundle:
+        A bundle (:class:`~partition_lab.executors.graph_io.Bundle` or the path of a
+        ``.json.gz`` bundle file: needs no TVM), a Relay ``IRModule`` (with ``params``), an
+        ``(IRModule, params)`` pair, or a model file / ``zoo:NAME[:small]`` (these need TVM).
+    platform:
+        A platform name, file or :class:`Platform` (for a bundle: default and must be the
+        bundle's own).
+    device:
+        The torch device of the platform's non-host devices (``"cuda:0"``; default the first
+        GPU torch sees, else ``"cpu"``). Only for the torch runner.
+    cache:
+        The cache file (default :func:`~partition_lab.profiling.cache.default_cache_path`) or
+        a :class:`ProfileCache` to merge into in memory (nothing is written then).
+    strategies:
+        None: every op on every device that supports it (see the module docstring); a list of
+        strategy names: only what those strategies' plans place on each device.
+    runner:
+        ``"torch"``, ``"tvm-llvm"``, ``"tvm-rpc"`` (with ``tracker="host:port"`` and ``key``),
+        a Runner for every device, or ``{platform device: Runner}``. ``runner_options`` go to
+        the runners built here (``repeats=``, ``batch_s=`` for torch; ``number=``,
+        ``repeat=`` for TVM; ``target=``, ``sessions=`` for RPC).
+    force:
+        Measure again what the cache already has.
+    budget_s:
+        Stop timing ops after this many seconds (what was measured is kept).
+    bind_as:
+        The name the bindings are stored under (default the platform's name).
+    input_shapes:
+        Input shapes of a model file that does not fix them.
+    progress:
+        ``progress(what, done, total)`` as ops are timed.
+    """
+    start = time.perf_counter()
+    model = _resolve_model(model_or_bundle, platform, params, input_shapes, **target_options)
+    label = name or model.graph.name or _stem(model_or_bundle) or "model"
+    runners = _bind_runners(model.platform, runner, device, tracker, key, runner_options or {})
+    notes = _runner_notes(model.platform, runners)
+    wanted, selection = _wanted(model, strategies)
+
+    path: Path | None
+    if isinstance(cache, ProfileCache):
+        store, path = cache, None
+    else:
+        path = Path(cache) if cache is not None else default_cache_path()
+        store = ProfileCache.load(path, missing_ok=True)
+
+    groups: dict[str, list[str]] = {}
+    by_key: dict[str, Runner] = {}
+    for device_name, assigned in runners.items():
+        device_key = assigned.device_key()
+        groups.setdefault(device_key, []).append(device_name)
+        by_key.setdefault(device_key, assigned)
+    for device_key, assigned in by_key.items():
+        check = getattr(assigned, "check", None)
+        if check is not None:
+            check()
+        info = assigned.describe()
+        fresh = DeviceEntry(device_key, info["runner"], info["kind"], info["name"],
+                            dict(info["software"]))
+        store.merge(ProfileCache({device_key: fresh}))
+    binding = {d: runners[d].device_key() for d in model.platform.names}
+    store.bind(bind_as or model.platform.name, binding)
+
+    deadline = start + budget_s if budget_s is not None else None
+    dtype = _payload_dtype(model.graph)
+    reports = []
+    for device_key, devices in groups.items():
+        assigned = by_key[device_key]
+        ops: dict[str, tuple[OpNode, Sequence[Any] | None]] = {}
+        for device_name in devices:
+            ops.update(wanted[device_name])
+        def checkpoint() -> None:
+            if path is not None:
+                store.save(path)
+
+        report = _profile_entry(store, device_key, assigned, devices, ops, label, model.platform,
+                                force=force, deadline=deadline, dtype=dtype, progress=progress,
+                                checkpoint=checkpoint)
+        reports.append(report)
+        checkpoint()
+    for assigned in by_key.values():
+        assigned.close()
+    if path is not None:
+        store.save(path)
+    return ProfileResult(store, path, model.platform.name, label, selection, binding, reports,
+                         notes, time.perf_counter() - start)
+
+
+def _profile_entry(store: ProfileCache, device_key: str, runner: Runner, devices: list[str],
+                   ops: Mapping[str, tuple[OpNode, Sequence[Any] | None]], label: str,
+                   platform: Platform, *, force: bool, deadline: float | None, dtype: str,
+                   progress: StepFn | None, checkpoint: Callable[[], None]) -> EntryReport:
+    entry = store.devices[device_key]
+    report = EntryReport(device_key, runner.runner, list(devices), len(ops))
+    todo = {}
+    for sig, (node, _) in ops.items():
+        known = entry.ops.get(sig)
+        if known is not None and not force:
+            if label not in known.models:
+                known.models.append(label)
+            report.reused += 1
+        else:
+            todo[sig] = node
+    short = device_key.split("|")[0] + " " + device_key.split("|")[1][:32]
+
+    def step(done: int, total: int, what: str) -> None:
+        if progress:
+            progress(f"timing ops on {short}" + (f" ({what})" if what else ""), done, total)
+
+    refs = {sig: r for sig, (_, r) in ops.items() if r is not None}
+    timings = runner.measure_ops(todo, refs=refs, progress=step, errors=report.failed,
+                                 deadline=deadline) if todo else {}
+    measured_at = now_iso()
+    for sig, timing in timings.items():
+        entry_stats = _stats(todo[sig], timing, label, measured_at)
+        old = entry.ops.get(sig)
+        if old is not None:
+            entry_stats.models = list(dict.fromkeys(old.models + entry_stats.models))
+        entry.ops[sig] = entry_stats
+    report.measured = len(timings)
+    report.unmeasured = len(todo) - len(timings) - len(report.failed)
+    checkpoint()  # the op times are kept even if a later phase fails
+
+    host_memory = platform.host.memory
+    memories = sorted({platform.device(d).memory for d in devices} - {host_memory})
+    for memory in memories if runner.kind != "cpu" else ():
+        links = (f"{host_memory}->{memory}", f"{memory}->{host_memory}")
+        if force or any(link not in entry.copies for link in links):
+            phase = f"timing copies {host_memory}<->{memory} on {short}"
+            if progress:
+                progress(phase, 0, 1)
+            curves = runner.measure_copies(host_memory, memory, dtype=dtype)
+            entry.copies.update(curves)
+            report.copies.extend(sorted(curves))
+            if progress:
+                progress(phase, 1, 1)
+    if force or any(k not in entry.overheads for k in OVERHEAD_KEYS):
+        if progress:
+            progress(f"timing overheads on {short}", 0, 1)
+        report.overheads = runner.measure_overheads()
+        entry.overheads.update(report.overheads)
+        if progress:
+            progress(f"timing overheads on {short}", 1, 1)
+    return report
+
+
+def _stats(node: OpNode, timing: Timing, label: str, measured_at: str) -> OpStats:
+    dtype = (node.args or node.inputs or node.outputs)[0].dtype if (
+        node.args or node.inputs or node.outputs) else "float32"
+    return OpStats(timing.median_s, timing.p10_s, timing.p90_s, timing.runs, node.op,
+                   op_class(node), float(node.flops), float(node.bytes_moved), dtype, [label],
+                   measured_at)
+
+
+def _stem(model: Any) -> str:
+    if not isinstance(model, (str, Path)) or str(model).startswith("zoo:"):
+        return ""
+    stem = Path(model).name
+    for suffix in (".json.gz", ".onnx", "-symbol.json", ".json"):
+        stem = stem.removesuffix(suffix)
+    return stem
+
+
+def _payload_dtype(graph: OpGraph) -> str:
+    """The float dtype most of the graph's tensors have (what its copies carry)."""
+    counts = Counter(t.spec.dtype for t in graph.tensors if t.spec.dtype.startswith(("float",
+                                                                                    "bfloat")))
+    return counts.most_common(1)[0][0] if counts else "float32"
+
+
+# ---------------------------------------------------------------------------- what to measure
+def signatures_per_device(graph: OpGraph, support: Support,
+                          plans: Iterable[PartitionPlan] | None = None,
+                          refs: Sequence[Sequence[Any]] | None = None
+                          ) -> dict[str, dict[str, tuple[OpNode, Sequence[Any] | None]]]:
+    """``{platform device: {op signature: (node, its argument refs)}}``.
+
+    Without ``plans``: every node on every device that supports it. With ``plans``: the
+    device each plan puts each node on (the union over the plans).
+    """
+    from ..cost_models.measured import op_signature
+
+    platform = support.platform
+    found: dict[str, dict[str, tuple[OpNode, Sequence[Any] | None]]] = {
+        d: {} for d in platform.names}
+    signatures = [op_signature(node) for node in graph.nodes]
+
+    def add(device: str, node_id: int) -> None:
+        found[device].setdefault(signatures[node_id], (graph[node_id],
+                                                       refs[node_id] if refs else None))
+
+    if plans is None:
+        for node in graph.nodes:
+            for index in support.allowed(node.id):
+                add(platform.devices[index].name, node.id)
+    else:
+        for plan in plans:
+            for node in graph.nodes:
+                add(plan.device_of(node.id), node.id)
+    return found
+
+
+def _wanted(model: _Model, strategies: Iterable[str] | None
+            ) -> tuple[dict[str, dict[str, tuple[OpNode, Sequence[Any] | None]]], str]:
+    if strategies is None:
+        return (signatures_per_device(model.graph, model.support, refs=model.refs),
+                "every op on every device that supports it")
+    names = [s for s in strategies]
+    if not names:
+        raise ProfileError("strategies is empty: name at least one, or None for every "
+                           "supported placement")
+    plans = []
+    for strategy in names:
+        if strategy in model.plans:
+            plans.append(model.plans[strategy])
+        elif model.run_strategy is not None:
+            plans.append(model.run_strategy(strategy))
+        else:
+            have = ", ".join(sorted(model.plans)) or "none"
+            raise ProfileError(f"the bundle has no {strategy!r} plan (its plans: {have})")
+    return (signatures_per_device(model.graph, model.support, plans, model.refs),
+            f"the plans of {', '.join(names)}")
+
+
+# ---------------------------------------------------------------------------- inputs
+@contextlib.contextmanager
+def progress_bar(enabled: bool) -> Iterator[StepFn | None]:
+    """A :data:`StepFn` drawing one bar per phase on stderr (None when not ``enabled``)."""
+    if not enabled:
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("{task.description}"), BarColumn(bar_width=24),
+                  MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=Console(stderr=True)) as bar:
+        tasks: dict[str, Any] = {}
+
+        def step(what: str, done: int, total: int) -> None:
+            phase = what.split(" (", 1)[0]
+            if phase not in tasks:
+                tasks[phase] = bar.add_task(phase, total=total)
+            bar.update(tasks[phase], completed=done, total=total, description=what)
+
+        yield step
+
+
+def is_bundle_path(value: Any) -> bool:
+    """Whether ``value`` names a bundle file (``.json.gz``, or gzip content)."""
+    if not isinstance(value, (str, Path)) or str(value).startswith("zoo:"):
+        return False
+    path = Path(value)
+    if str(path).endswith(".json.gz"):
+        return True
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(2) == b"\x1f\x8b"
+    except OSError:
+        return False
+
+
+def _resolve_model(model: Any, platform: Any, params: Mapping[str, Any] | None,
+                   input_shapes: Mapping[str, tuple[int, ...]] | None,
+                   **target_options: Any) -> _Model:
+    from ..executors.graph_io import Bundle, read_bundle
+
+    if is_bundle_path(model):
+        model = read_bundle(model)
+    if isinstance(model, Bundle):
+        return _from_bundle(model, platform, target_options)
+    if platform is None:
+        raise ProfileError("profile needs a platform (a name such as 'tensorcore', or a file)")
+    if isinstance(model, (str, Path)):
+        model, params = _load(str(model), params, input_shapes)
+    elif isinstance(model, tuple) and len(model) == 2:
+        model, params = model
+    return _from_relay(model, platform, params, target_options)
+
+
+def _load(spec: str, params: Mapping[str, Any] | None,
+          input_shapes: Mapping[str, tuple[int, ...]] | None) -> tuple[Any, Any]:
+    if spec.startswith("zoo:"):
+        from .. import zoo
+
+        parts = spec.split(":")
+        if len(parts) not in (2, 3) or not parts[1] or (len(parts) == 3 and parts[2] != "small"):
+            raise ProfileError(f"bad model {spec!r}: expected zoo:NAME or zoo:NAME:small")
+        return zoo.load(parts[1], small=len(parts) == 3)
+    from ..relay.frontends import load_model
+
+    mod, loaded = load_model(spec, input_shapes)
+    return mod, params if params is not None else loaded
+
+
+def _from_bundle(bundle: Any, platform: Any, target_options: Mapping[str, Any]) -> _Model:
+    if target_options:
+        raise ProfileError(f"target options {sorted(target_options)} do not apply to a bundle: "
+                           "its plans were made with the options it was exported with")
+    if not bundle.plans:
+        raise ProfileError("the bundle has no plans, so which device supports which op is "
+                           "unknown; export it with at least one plan, or profile the model")
+    own = bundle.platform or next(iter(bundle.plans.values())).platform
+    wanted = platform.name if isinstance(platform, Platform) else platform
+    if wanted is not None and str(wanted) != own.name:
+        raise ProfileError(f"the bundle was exported for platform {own.name!r}, not "
+                           f"{wanted!r}; its plans say which ops each of {own.name}'s devices "
+                           "supports")
+    support = next(iter(bundle.plans.values())).support
+    return _Model(bundle.graph, bundle.bindings, support, own, dict(bundle.plans))
+
+
+def _from_relay(mod: Any, platform: Any, params: Mapping[str, Any] | None,
+                target_options: Mapping[str, Any]) -> _Model:
+    from ..api import analyze
+    from ..executors.graph_io import bindings_from_relay
+    from ..strategies import get_strategy
+
+    analysis = analyze(mod, platform, params=params, **target_options)
+
+    def run(strategy: str) -> PartitionPlan:
+        return get_strategy(strategy).run(analysis.graph, analysis.support,
+                                          cost_model=analysis.cost_model)
+
+    return _Model(analysis.graph, bindings_from_relay(analysis.relay), analysis.support,
+                  analysis.platform, {}, run)
+
+
+# ---------------------------------------------------------------------------- runners
+def _bind_runners(platform: Platform, runner: Any, device: str | None, tracker: str | None,
+                  key: str | None, options: Mapping[str, Any]) -> dict[str, Runner]:
+    """``{platform device: Runner}``; one runner object per distinct configuration."""
+    if isinstance(runner, Runner):
+        return dict.fromkeys(platform.names, runner)
+    if isinstance(runner, Mapping):
+        missing = [d for d in platform.names if d not in runner]
+        unknown = sorted(set(runner) - set(platform.names))
+        if missing or unknown:
+            raise ProfileError(f"the runner mapping must name every device of {platform.name} "
+                               f"({', '.join(platform.names)}): missing {missing}, "
+                               f"unknown {unknown}")
+        return dict(runner)
+    if runner not in RUNNER_NAMES:
+        raise ProfileError(f"unknown runner {runner!r}; choose one of {', '.join(RUNNER_NAMES)}")
+    if device is not None and runner != "torch":
+        raise ProfileError(f"--device applies to the torch runner, not {runner}")
+    if runner != "tvm-rpc" and (tracker or key):
+        raise ProfileError("--tracker and --key apply to the tvm-rpc runner")
+    made: dict[tuple[Any, ...], Runner] = {}
+    bound: dict[str, Runner] = {}
+    if runner == "torch":
+        from .runners import TorchRunner
+
+        accel = device or _default_torch_device()
+        for d in platform.devices:
+            where = "cpu" if d.memory == platform.host.memory else accel
+            config = (where, d.precision if where != "cpu" else "as-prepared")
+            if config not in made:
+                made[config] = TorchRunner(where, precision=config[1], **options)
+            bound[d.name] = made[config]
+        return bound
+    if runner == "tvm-llvm":
+        from .tvm_runners import TvmLlvmRunner
+
+        for d in platform.devices:
+            if d.precision not in made:
+                made[d.precision] = TvmLlvmRunner(precision=d.precision, **options)
+            bound[d.name] = made[d.precision]
+        return bound
+    from .tvm_runners import TvmRpcRunner
+
+    host, port = parse_tracker(tracker)
+    if not key:
+        raise ProfileError("the tvm-rpc runner needs --key (the device key the boards "
+                           "registered with the tracker)")
+    for d in platform.devices:
+        if d.precision not in made:
+            made[d.precision] = TvmRpcRunner(host, port, key, precision=d.precision, **options)
+        bound[d.name] = made[d.precision]
+    return bound
+
+
+def parse_tracker(text: str | None) -> tuple[str, int]:
+    """``"host:port"`` -> ``(host, port)``; ProfileError if missing or malformed."""
+    if not text:
+        raise ProfileError("the tvm-rpc runner needs --tracker HOST:PORT (the TVM RPC tracker)")
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ProfileError(f"bad --tracker {text!r}: expected HOST:PORT, e.g. 127.0.0.1:9190")
+    return host, int(port)
+
+
+def _default_torch_device() -> str:
+    try:
+        import torch
+    except ImportError:
+        raise PartitionLabError("the torch runner needs PyTorch (pip install "
+                                "'partition-lab[torch]'), or use --runner tvm-llvm") from None
+    return "cuda:0" if torch.cuda.is_available() else "cpu"
+
+
+def _runner_notes(platform: Platform, runners: Mapping[str, Runner]) -> list[str]:
+    host_memory = platform.host.memory
+    stand_in = [d.name for d in platform.devices if d.memory != host_memory
+                and getattr(runners[d.name], "kind", "cpu") == "cpu"]
+    if not stand_in:
+        return []
+    return [f"{', '.join(stand_in)} timed on a CPU ({runners[stand_in[0]].runner} runner), a "
+            "stand-in for that hardware" + (" (no CUDA device asked for or seen)"
+                                            if runners[stand_in[0]].runner == "torch" else "")]
+
+
+__all__ = ["EntryReport", "ProfileResult", "is_bundle_path", "parse_tracker", "profile",
+           "progress_bar", "signatures_per_device"]
