@@ -148,11 +148,15 @@ def test_save_merges_with_what_another_profiler_wrote(tmp_path: Path) -> None:
     ProfileCache({"a": entry("a", **{sig: stats(1e-6, models=("m1",))})}).save(path)
     second = ProfileCache({"b": entry("b", **{sig: stats(2e-6, models=("m2",))}),
                            "a": entry("a", **{sig: stats(1e-6, models=("m3",))})})
+    held = second.devices["b"]  # a profiler keeps filling the entry it holds between saves
     second.save(path)
     on_disk = ProfileCache.load(path)
     assert set(on_disk.devices) == {"a", "b"}
     assert on_disk.lookup("a", sig).models == ["m1", "m3"]
     assert set(second.devices) == {"a", "b"}  # the saving object holds the merged content
+    held.overheads["region_s"] = 9e-6
+    second.save(path)
+    assert ProfileCache.load(path).devices["b"].overheads["region_s"] == 9e-6
 
 
 def test_save_is_atomic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -454,7 +458,7 @@ def test_profile_a_bundle_over_rpc(rpc_tracker: tuple[str, int], tmp_path: Path)
 # ---------------------------------------------------------------------------- profile() and CLI
 @needs_torch
 def test_profile_a_bundle_with_torch(tmp_path: Path) -> None:
-    from partition_lab.profiling import profile
+    from partition_lab.profiling import TorchRunner, profile
 
     bundle = small_bundle()
     cache = tmp_path / "cache.json"
@@ -467,8 +471,19 @@ def test_profile_a_bundle_with_torch(tmp_path: Path) -> None:
     second = profile(bundle, None, device="cpu", cache=cache, runner_options=FAST_TORCH,
                      name="m2", strategies=["greedy"])
     assert second.entries[0].measured == 0 and second.entries[0].reused == 4
+    assert all(s.models == ["m1", "m2"] for s in ProfileCache.load(cache).devices[key].ops.values())
+    class OtherCpu(TorchRunner):  # a second device key on this one CPU: two cache entries
+        def device_key(self) -> str:
+            return super().device_key() + "|other"
+
+    accel, host = TorchRunner("cpu", **FAST_TORCH), OtherCpu("cpu", **FAST_TORCH)
+    third = profile(bundle, cache=cache, name="m3",
+                    runner={"tensorcore": accel, "cuda": accel, "cpu": host})
+    assert [(e.measured, e.reused) for e in third.entries] == [(0, 3), (4, 0)]
     on_disk = ProfileCache.load(cache)
-    assert all(s.models == ["m1", "m2"] for s in on_disk.devices[key].ops.values())
+    for entry in (on_disk.devices[key], on_disk.devices[key + "|other"]):
+        assert {"region_s", "per_op_s", "island_wakeup_s"} <= set(entry.overheads)
+    assert on_disk.binding("tensorcore")["cpu"] == key + "|other"
     with pytest.raises(ProfileError, match="exported for platform 'tensorcore', not 'neuron'"):
         profile(bundle, "neuron", device="cpu", cache=cache)
     with pytest.raises(ProfileError, match="no 'optimal' plan"):

@@ -577,9 +577,12 @@ def run_profile(args: argparse.Namespace) -> int:
         get_platform(args.platform, **options)  # raises UnknownTargetError
     shapes = parse_input_shapes(args.input_shape)
     if args.runner == "tvm-rpc":
-        parse_tracker(args.tracker)
+        host, port = parse_tracker(args.tracker)
         if not args.key:
             raise UsageError("--runner tvm-rpc needs --key (the boards' device key)")
+        from .profiling.tvm_runners import TvmRpcRunner
+
+        TvmRpcRunner(host, port, args.key).check()  # the tracker and the key, before loading
     elif args.tracker or args.key:
         raise UsageError("--tracker and --key apply to --runner tvm-rpc")
     if args.device is not None and args.device != "cpu" and not args.device.startswith("cuda"):

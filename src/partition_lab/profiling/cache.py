@@ -263,7 +263,7 @@ class ProfileCache:
             if merge and path.exists():
                 on_disk = ProfileCache.load(path)
                 on_disk.merge(self)
-                self.devices, self.bindings = on_disk.devices, on_disk.bindings
+                self._adopt(on_disk)
             text = json.dumps(self.to_dict(), indent=1)
             fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
             try:
@@ -274,6 +274,16 @@ class ProfileCache:
                 Path(tmp).unlink(missing_ok=True)
                 raise
         return path
+
+    def _adopt(self, merged: ProfileCache) -> None:
+        """Take ``merged``'s content, keeping this cache's entry objects (callers hold them)."""
+        for key, entry in merged.devices.items():
+            if key in self.devices:
+                self.devices[key].__dict__.update(entry.__dict__)
+            else:
+                self.devices[key] = entry
+        self.bindings.clear()
+        self.bindings.update(merged.bindings)
 
     # ------------------------------------------------------------------ merging
     def merge(self, other: ProfileCache) -> ProfileCache:
