@@ -263,14 +263,16 @@ def test_torch_runner_times_every_signature_on_the_cpu() -> None:
 def test_torch_runner_reports_an_op_without_a_kernel() -> None:
     from partition_lab.profiling import TorchRunner
 
-    b = OpGraphBuilder("lrn")
+    b = OpGraphBuilder("unknown")
     x = b.input("x", TensorType((1, 4, 8, 8), "float32"))
-    graph = b.build(outputs=[b.op("nn.lrn", [x], attrs={"size": 3})])
+    graph = b.build(outputs=[b.op("test.no_such_op", [x]), b.op("nn.relu", [x])])
     runner = TorchRunner("cpu", **FAST_TORCH)
     errors: dict[str, str] = {}
-    assert runner.measure_ops(ops_of(graph), errors=errors) == {}
-    assert list(errors.values()) == ["nn.lrn: no PyTorch translation for nn.lrn"]
-    with pytest.raises(ProfileError, match="no PyTorch translation for nn.lrn"):
+    times = runner.measure_ops(ops_of(graph), errors=errors)
+    assert list(times) == [op_signature(graph[1])]  # the others are still timed
+    assert list(errors.values()) == ["test.no_such_op: no PyTorch translation for "
+                                     "test.no_such_op"]
+    with pytest.raises(ProfileError, match="no PyTorch translation for test.no_such_op"):
         runner.measure_ops(ops_of(graph))
 
 
