@@ -27,6 +27,7 @@ from partition_lab.cost_models.measured import op_signature
 from partition_lab.errors import ProfileError
 from partition_lab.executors.graph_io import ArgRef, Bundle, write_bundle
 from partition_lab.profiling.cache import SCHEMA, DeviceEntry, OpStats, ProfileCache
+from partition_lab.profiling.runners import Runner, Timing
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
 REQUIRE_TORCH = os.environ.get("PARTITION_LAB_REQUIRE_TORCH") == "1"
@@ -490,6 +491,51 @@ def test_profile_a_bundle_with_torch(tmp_path: Path) -> None:
         profile(bundle, "neuron", device="cpu", cache=cache)
     with pytest.raises(ProfileError, match="no 'optimal' plan"):
         profile(bundle, device="cpu", cache=cache, strategies=["optimal"])
+
+
+class FakeGpu(Runner):
+    """A runner standing in for a GPU (CI has none): fixed times, records what it was asked."""
+
+    runner, kind = "torch", "cuda"
+
+    def __init__(self) -> None:
+        self.copied: list[tuple[str, str, str]] = []
+
+    def device_key(self) -> str:
+        return "torch-cuda|Fake GPU|torch 0|cudnn 0"
+
+    def describe(self) -> dict[str, Any]:
+        return {"runner": "torch", "kind": "cuda", "name": "Fake GPU", "software": {}}
+
+    def measure_ops(self, ops: Any, **kwargs: Any) -> dict[str, Timing]:
+        return {sig: Timing(1e-5, 9e-6, 2e-5, 3) for sig in ops}
+
+    def measure_copies(self, host: str, memory: str, *, dtype: str = "float32",
+                       sizes: Any = ()) -> Any:
+        self.copied.append((host, memory, dtype))
+        return {f"{host}->{memory}": [(256.0, 1e-5), (1e6, 1e-4)],
+                f"{memory}->{host}": [(256.0, 2e-5), (1e6, 3e-4)]}
+
+    def measure_overheads(self) -> dict[str, float]:
+        return {"region_s": 5e-6, "per_op_s": 1e-6, "island_wakeup_s": 0.0}
+
+
+@needs_torch
+def test_profile_copies_once_per_link_with_domain_keys(tmp_path: Path) -> None:
+    from partition_lab.profiling import TorchRunner, profile
+
+    gpu = FakeGpu()
+    host = TorchRunner("cpu", **FAST_TORCH)
+    runners = {"tensorcore": gpu, "cuda": gpu, "cpu": host}
+    cache = tmp_path / "cache.json"
+    profile(small_bundle(), cache=cache, runner=runners)
+    profile(small_bundle(), cache=cache, runner=runners)
+    assert gpu.copied == [("host", "gpu", "float32")]  # the graph's dtype, measured once
+    copies = ProfileCache.load(cache).devices[gpu.device_key()].copies
+    # tensorcore's host computes in float32: the crossing as made is copy+cast, said by domain
+    assert copies["host:float32->gpu:as-prepared"] == copies["host->gpu"]
+    assert copies["gpu:as-prepared->host:float32"] == copies["gpu->host"]
+    assert ProfileCache.load(cache).devices[host.device_key()].copies == {}
 
 
 @needs_torch

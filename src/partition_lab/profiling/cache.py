@@ -17,8 +17,10 @@ Schema ``partition_lab.profile_cache/1``::
          "overheads": {"region_s": float, "per_op_s": float, "island_wakeup_s": float}}},
      "bindings": {"<platform name>": {"<platform device>": "<device_key>"}}}
 
-An entry's ``overheads`` may hold further measured keys (``op_floor_s``: the host time per op of
-a chain of tiny ops, a floor for queued GPU launches); readers use the keys they know.
+Beyond the spec, written where measured (readers use the keys they know): ``overheads.op_floor_s``
+(the host time per op of a chain of tiny ops, a floor for queued GPU launches), and copy curves
+keyed by domain, ``"<memory>:<precision>-><memory>:<precision>"``, for crossings between
+precisions (the float32 host of ``tensorcore``): the copy+cast as the executor makes it.
 
 Merging (:meth:`ProfileCache.merge`): an op signature measured again replaces the old entry only
 if it has more runs or is newer, and the ``models`` lists are unioned either way; a copy curve

@@ -273,19 +273,31 @@ def _profile_entry(store: ProfileCache, device_key: str, runner: Runner, devices
     report.unmeasured = len(todo) - len(timings) - len(report.failed)
     checkpoint()  # the op times are kept even if a later phase fails
 
-    host_memory = platform.host.memory
-    memories = sorted({platform.device(d).memory for d in devices} - {host_memory})
+    host = platform.host
+    memories = sorted({platform.device(d).memory for d in devices} - {host.memory})
     for memory in memories if runner.kind != "cpu" else ():
-        links = (f"{host_memory}->{memory}", f"{memory}->{host_memory}")
-        if force or any(link not in entry.copies for link in links):
-            phase = f"timing copies {host_memory}<->{memory} on {short}"
+        h2d, d2h = f"{host.memory}->{memory}", f"{memory}->{host.memory}"
+        if force or h2d not in entry.copies or d2h not in entry.copies:
+            phase = f"timing copies {host.memory}<->{memory} on {short}"
             if progress:
                 progress(phase, 0, 1)
-            curves = runner.measure_copies(host_memory, memory, dtype=dtype)
+            curves = runner.measure_copies(host.memory, memory, dtype=dtype)
             entry.copies.update(curves)
             report.copies.extend(sorted(curves))
             if progress:
                 progress(phase, 1, 1)
+        if h2d not in entry.copies or d2h not in entry.copies:
+            continue
+        # A crossing between precisions (the float32 host of tensorcore) is one copy+cast as
+        # the executor makes it, and the curve measured it so: the executor's copies of half
+        # tensors already include the cast to the CPU's float32. Domain keys say so to readers.
+        for name in devices:
+            d = platform.device(name)
+            if d.memory == memory and d.precision != host.precision:
+                entry.copies[f"{host.memory}:{host.precision}->{memory}:{d.precision}"] = \
+                    list(entry.copies[h2d])
+                entry.copies[f"{memory}:{d.precision}->{host.memory}:{host.precision}"] = \
+                    list(entry.copies[d2h])
     if force or any(k not in entry.overheads for k in OVERHEAD_KEYS):
         if progress:
             progress(f"timing overheads on {short}", 0, 1)
