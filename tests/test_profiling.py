@@ -558,10 +558,11 @@ def test_cli_profile_zoo_model_end_to_end(tmp_path: Path, capsys: pytest.Capture
     key = data.binding("tensorcore")["cpu"]
     assert set(data.devices[key].ops) == set(wanted)
     assert {"region_s", "per_op_s", "island_wakeup_s"} <= set(data.devices[key].overheads)
-    assert main([*argv, "--json"]) == 0
+    assert main([*argv, "--json", "--bind-as", "tensorcore@ci"]) == 0
     again = json.loads(capsys.readouterr().out)
     assert again["entries"][0]["measured"] == 0
     assert again["entries"][0]["reused"] == len(wanted)
+    assert ProfileCache.load(cache).binding("tensorcore@ci") == data.binding("tensorcore")
 
 
 def test_cli_profile_bundle_without_tvm(tmp_path: Path) -> None:
@@ -610,3 +611,17 @@ def test_cli_profile_keeps_a_corrupt_cache(tmp_path: Path,
     assert cache.read_text() == "{broken"
     assert main(["profile", str(tmp_path / "none.json.gz"), "--cache", str(cache)]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_cli_profile_help_examples_parse(capsys: pytest.CaptureFixture[str]) -> None:
+    from partition_lab.cli import build_parser, main
+
+    assert main(["profile", "--help"]) == 0
+    help_text = capsys.readouterr().out
+    assert "partition_lab.profile_cache/1" in help_text
+    examples = [line.split()[1:] for line in help_text.split("examples:\n")[1].splitlines()
+                if line.strip().startswith("partition-lab")]
+    assert len(examples) == 3
+    for argv in examples:
+        args = build_parser().parse_args(argv)  # raises UsageError on a flag that does not exist
+        assert args.command == "profile"

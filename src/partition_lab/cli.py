@@ -321,6 +321,8 @@ def _add_profile(commands: Any) -> None:
                      help="the shape of a model input (model files only); repeatable")
     sub.add_argument("--name", metavar="NAME", help="the model name recorded with each "
                      "signature (default: the graph's name)")
+    sub.add_argument("--bind-as", metavar="NAME", help="store the platform's device bindings "
+                     "under this name (default the platform's; e.g. one per board type)")
     sub.add_argument("--json", action="store_true", help="print what was done as JSON")
 
 
@@ -604,7 +606,7 @@ def run_profile(args: argparse.Namespace) -> int:
                          strategies=strategies, runner=args.runner, name=args.name,
                          tracker=args.tracker, key=args.key, runner_options=runner_options,
                          force=args.force, budget_s=args.budget, input_shapes=shapes or None,
-                         progress=step, **options)
+                         bind_as=args.bind_as, progress=step, **options)
     print(json.dumps(result.to_dict(), indent=1) if args.json else result.summary())
     return 0
 
