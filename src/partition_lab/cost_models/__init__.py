@@ -4,6 +4,9 @@
   (:func:`load_profile`, :func:`available_profiles`), each number with its source.
 * :class:`MeasuredCpuCostModel`: CPU op times measured on this machine (cached as JSON by
   :func:`save_measurements` / :func:`load_measurements`, keyed by :func:`op_signature`).
+* :class:`ProfiledCostModel`: op, copy and region times from a profile cache (measured where
+  measured, fitted elsewhere), each with an uncertainty; :func:`cache_from_measured_gpu`
+  converts the old two-kind H200 profile to that cache format.
 * :func:`get_cost_model`: the default model of a target.
 * :func:`~.base.evaluate`: a plan's predicted time, per region and per cut.
 """
@@ -24,6 +27,14 @@ from .measured import (
     op_signature,
     save_measurements,
 )
+from .profiled import (
+    CrossValidation,
+    ProfiledCostModel,
+    cache_from_measured_gpu,
+    node_from_signature,
+    read_profile_cache,
+    write_profile_cache,
+)
 from .profiles import (
     Figure,
     HardwareProfile,
@@ -38,6 +49,8 @@ __all__ = [
     "MeasuredCpuCostModel", "Measurements", "OpEstimate", "RegionCost", "RooflineCostModel",
     "DEFAULT_CPU_PROFILE", "available_profiles", "evaluate", "get_cost_model", "kind_of",
     "load_measurements", "load_profile", "op_class", "op_signature", "save_measurements",
+    "CrossValidation", "ProfiledCostModel", "cache_from_measured_gpu", "node_from_signature",
+    "read_profile_cache", "write_profile_cache",
 ]
 
 #: The host CPU of the field reports; the default pairing for every accelerator.
@@ -54,6 +67,7 @@ def get_cost_model(
     accel_profile: str | Path | HardwareProfile | None = None,
     cpu_profile: str | Path | HardwareProfile | None = None,
     measured_cpu: str | Path | Mapping[str, float] | Measurements | None = None,
+    profile: Any = None,
 ) -> CostModel:
     """The cost model for a platform: a roofline per device over its default profiles.
 
@@ -71,6 +85,10 @@ def get_cost_model(
         field reports' CPU).
     measured_cpu:
         A measurement table (or a cache file) to replace the CPU estimates of measured ops.
+    profile:
+        A profile cache (path, decoded JSON or ``ProfileCache``): returns a
+        :class:`ProfiledCostModel` over it, with the model built from the other arguments as
+        its fallback for devices the cache does not bind.
 
     >>> get_cost_model("neuron@2020").name
     'roofline(neuron@2020=inferentia1 + cpu=xeon_gold_6130 over PCIe Gen3 x16 (assumed))'
@@ -88,6 +106,8 @@ def get_cost_model(
         table = (load_measurements(measured_cpu) if isinstance(measured_cpu, (str, Path))
                  else measured_cpu)
         model = MeasuredCpuCostModel(model, table)
+    if profile is not None:
+        model = ProfiledCostModel(profile, platform, fallback=model)
     return model
 
 

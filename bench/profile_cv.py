@@ -1,0 +1,90 @@
+"""Cross-validate the profiled cost model's fitted estimates (issue 11, planning from measurements).
+
+Converts a measured profile of the old two-kind format (default: the shipped H200 one,
+``cost_models/profiles/h200_measured.json``) to the profile cache format, or reads a profile
+cache, and prints the leave-one-model-out errors of :class:`ProfiledCostModel`'s fit: per device
+entry and op class over held-out signatures, and per held-out model over its summed op times.
+
+The old format does not record which models a signature came from. With ``--bundles DIR``
+(bundles of the profiled models, ``bench/gpu/export_bundles.py``) the signatures are assigned to
+the graphs that contain them: true leave-one-model-out, each node counted in the totals. Without
+bundles the signatures are grouped by op name (``--group op``): that leaves one op name out at a
+time, which is not the same test (weaker: no unseen-model shapes; harsher: no same-op data).
+
+    PYTHONPATH=src python3 bench/profile_cv.py                                 # by op
+    PYTHONPATH=src python3 bench/profile_cv.py --bundles .gpu_bundle/platforms # by model
+    PYTHONPATH=src python3 bench/profile_cv.py --cache my_profile_cache.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from partition_lab.cost_models.profiled import (
+    ProfiledCostModel,
+    cache_from_measured_gpu,
+    read_profile_cache,
+    write_profile_cache,
+)
+
+
+def bundle_graphs(folder: Path) -> dict:
+    from partition_lab.executors.graph_io import read_bundle
+
+    graphs = {}
+    for path in sorted(folder.glob("*.json.gz")):
+        graph = read_bundle(path).graph
+        graphs[graph.name or path.name[:-8]] = graph
+    if not graphs:
+        raise SystemExit(f"no bundles (*.json.gz) in {folder}")
+    return graphs
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument("--profile", help="old partition_lab.gpu_profile/1 file (default: the "
+                                          "shipped H200 profile)")
+    source.add_argument("--cache", help="a partition_lab.profile_cache/1 file")
+    parser.add_argument("--bundles", type=Path, help="bundles of the profiled models: model "
+                                                     "names and node counts per signature")
+    parser.add_argument("--group", choices=("op", "signature"), default="op",
+                        help="pseudo-models of signatures no bundle names (default: op)")
+    parser.add_argument("--platform", default="tensorcore")
+    parser.add_argument("--write-cache", type=Path, help="also write the converted cache here")
+    parser.add_argument("--json", type=Path, help="write the cross-validation as JSON here")
+    args = parser.parse_args(argv)
+
+    graphs = bundle_graphs(args.bundles) if args.bundles else None
+    if args.cache:
+        cache = read_profile_cache(args.cache)
+        what = args.cache
+    else:
+        cache = cache_from_measured_gpu(args.profile, graphs=graphs, platform=args.platform,
+                                        group=args.group)
+        what = f"{args.profile or 'shipped h200_measured.json'} converted " + (
+            f"(models from {len(graphs)} bundles in {args.bundles})" if graphs else
+            f"(no model names: signatures grouped by {args.group})")
+        if args.write_cache:
+            write_profile_cache(args.write_cache, cache)
+    model = ProfiledCostModel(cache, args.platform)
+    start = time.perf_counter()
+    cv = model.cross_validate(graphs)
+    elapsed = time.perf_counter() - start
+    print(f"profile: {what}")
+    print(f"model: {model.name}")
+    for key, entry in cache["devices"].items():
+        print(f"  {key}: {len(entry.get('ops', {}))} signatures")
+    print(f"cross-validation: {elapsed:.1f} s\n")
+    print(cv.format())
+    if args.json:
+        args.json.write_text(json.dumps(cv.to_dict(), indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
