@@ -82,7 +82,7 @@ MIN_CLASS = 8
 #: Signatures an entry needs before anything is fitted on it (below: the fallback model).
 MIN_FIT = 3
 #: Folds of a cross-validation at most (more models are grouped into this many folds).
-MAX_FOLDS = 20
+MAX_FOLDS = 40
 #: Sigma of a price that no measurement backs (fallback model, roofline cast).
 FALLBACK_SIGMA = 1.0
 #: Sigma of a cast priced by the roofline next to a measured copy.
@@ -91,6 +91,8 @@ CAST_SIGMA = 0.5
 COPY_SIGMA = 0.1
 #: Sigma of a measured region overhead (host wake-ups come and go).
 OVERHEAD_SIGMA = 0.25
+#: Sigma of an op timed alone as a part of a graph, per entry kind (see ProfiledCostModel).
+IN_GRAPH_SIGMA = {"cpu": 0.25, "default": 0.05}
 #: (ln p90 - ln p10) of a normal distribution, in standard deviations.
 _P10_P90 = 2.5631
 
@@ -667,7 +669,8 @@ class CrossValidation:
     ``by_class``: per (entry, op class) over held-out signatures; ``totals``: per (entry,
     model), the sum over the model's signatures (each node once when graphs were given, else
     each signature once) of predicted vs measured op times alone, no overheads;
-    ``by_graph``: per entry, the errors of those totals. ``folds``: per entry, model ->
+    ``by_graph``: per entry, the errors of those totals; ``by_op``: per (entry, op name) with at
+    least 5 held-out predictions. ``folds``: per entry, model ->
     (training signatures, held-out signatures).
     """
 
@@ -678,11 +681,13 @@ class CrossValidation:
     predictions: list[CVPrediction] = field(repr=False)
     folds: dict[str, dict[str, tuple[int, int]]] = field(default_factory=dict)
     names: dict[str, str] = field(default_factory=dict)
+    by_op: list[CVErrors] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {"protocol": self.protocol, "names": self.names,
                 "by_class": [asdict(e) for e in self.by_class],
                 "by_graph": [asdict(e) for e in self.by_graph],
+                "by_op": [asdict(e) for e in self.by_op],
                 "totals": [asdict(t) | {"log_error": t.log_error} for t in self.totals],
                 "folds": {k: {m: list(v) for m, v in f.items()} for k, f in self.folds.items()}}
 
@@ -700,7 +705,13 @@ class CrossValidation:
             lines.append(f"{self.names.get(e.device, e.device):<10} {e.group:<8} {e.n:>5} "
                          f"{e.median_abs:>7.3f} {e.p90_abs:>6.3f} {e.rms:>6.3f} {e.bias:>+6.2f} "
                          f"{e.worst:>6.2f}  x{math.exp(e.median_abs):.2f}")
-        lines += ["", "per held-out model (predicted / measured sum of op times):"]
+        if self.by_op:
+            lines += ["", "per op name (held out, at least 5 predictions):", head]
+            for e in self.by_op:
+                lines.append(f"{self.names.get(e.device, e.device):<10} {e.group[:8]:<8} "
+                             f"{e.n:>5} {e.median_abs:>7.3f} {e.p90_abs:>6.3f} {e.rms:>6.3f} "
+                             f"{e.bias:>+6.2f} {e.worst:>6.2f}  x{math.exp(e.median_abs):.2f}")
+        lines += ["", "per held-out model or group (predicted / measured sum of op times):"]
         lines.append(f"{'device':<10} {'model':<34} {'sigs':>5} {'nodes':>6} {'pred ms':>9} "
                      f"{'meas ms':>9} {'ratio':>6}")
         for t in self.totals:
@@ -805,16 +816,24 @@ class ProfiledCostModel:
         The model of unbound devices and of entries with too few signatures to fit; default
         the platform's roofline (:func:`~partition_lab.cost_models.get_cost_model`).
     in_graph_sigma:
-        The error of an op timed alone when it runs inside a graph (added to every op sigma).
+        The error of an op timed alone when it runs inside a graph (added to every op sigma),
+        per entry ``kind``: default :data:`IN_GRAPH_SIGMA` (host CPU 0.25: on the H200 host,
+        islands inside a graph took 1.5-2x their ops timed alone on 4 of 11 models, issue 11;
+        GPU 0.05). A number applies to every kind.
     """
 
     def __init__(self, cache: Any, platform: Any, *, binding: Mapping[str, str] | None = None,
-                 fallback: CostModel | None = None, in_graph_sigma: float = 0.05) -> None:
+                 fallback: CostModel | None = None,
+                 in_graph_sigma: float | Mapping[str, float] | None = None) -> None:
         from ..core.platform import Platform, get_platform
 
         self.cache = read_profile_cache(cache)
         self.platform = platform if isinstance(platform, Platform) else get_platform(platform)
-        self.in_graph_sigma = float(in_graph_sigma)
+        if in_graph_sigma is None:
+            in_graph_sigma = IN_GRAPH_SIGMA
+        self.in_graph_sigma: dict[str, float] = (
+            dict(in_graph_sigma) if isinstance(in_graph_sigma, Mapping) else
+            {"default": float(in_graph_sigma)})
         devices = self.cache["devices"]
         self.binding = self._bind(binding, devices)
         self._entries = {key: _Entry.build(key, devices[key])
@@ -966,9 +985,9 @@ class ProfiledCostModel:
         """The roofline's cast at the float32 side: 3 bytes moved per stored float16 byte."""
         if self._roofline is None:
             return 0.0
-        a, b = self._roofline.device_cost(src), self._roofline.device_cost(dst)
-        caster = a if a.precision == "float32" else b
-        return 3 * nbytes / (caster.profile.memory_bandwidth * caster.profile.efficiency("data"))
+        caster = src if self.platform.device(src).precision == "float32" else dst
+        profile = self._roofline.device_cost(caster).profile
+        return 3 * nbytes / (profile.memory_bandwidth * profile.efficiency("data"))
 
     # ------------------------------------------------------------------ uncertainty
     def op_sigma(self, node: OpNode, device: str) -> float:
@@ -978,13 +997,17 @@ class ProfiledCostModel:
             return FALLBACK_SIGMA
         sig = op_signature(node)
         if entry.measured(sig) is not None:
-            return math.hypot(entry.spread.get(sig, 0.0), self.in_graph_sigma)
+            return math.hypot(entry.spread.get(sig, 0.0), self._in_graph(entry))
         if not entry.fits.usable:
             return FALLBACK_SIGMA
         cv = self.fitted_sigma(entry.key).get(op_class(node))
         if cv is None:
             cv = max(self.fitted_sigma(entry.key).values(), default=FALLBACK_SIGMA)
-        return math.sqrt(cv ** 2 + self.in_graph_sigma ** 2 + entry.typical_spread() ** 2)
+        return math.sqrt(cv ** 2 + self._in_graph(entry) ** 2 + entry.typical_spread() ** 2)
+
+    def _in_graph(self, entry: _Entry) -> float:
+        kind = str(entry.raw.get("kind", "cpu"))
+        return self.in_graph_sigma.get(kind, self.in_graph_sigma.get("default", 0.05))
 
     def transfer_sigma(self, nbytes: float, src: str, dst: str) -> float:
         parts = self._transfer_parts(nbytes, src, dst)
@@ -1085,7 +1108,7 @@ class ProfiledCostModel:
             graphs = {g.name: g for g in graphs}
         counts: dict[str, Counter[str]] = {
             name: Counter(op_signature(n) for n in g) for name, g in (graphs or {}).items()}
-        predictions, by_class, by_graph, totals = [], [], [], []
+        predictions, by_class, by_graph, totals, by_op = [], [], [], [], []
         folds: dict[str, dict[str, tuple[int, int]]] = {}
         protocols = set()
         for key, entry in self._entries.items():
@@ -1099,11 +1122,21 @@ class ProfiledCostModel:
                     by_class.append(CVErrors.of(key, cls, errors[cls]))
             if preds:
                 by_class.append(CVErrors.of(key, "all", [p.log_error for p in preds]))
+            per_op: dict[str, list[float]] = {}
+            for p in preds:
+                per_op.setdefault(p.op, []).append(p.log_error)
+            by_op += sorted((CVErrors.of(key, op, v) for op, v in per_op.items() if len(v) >= 5),
+                            key=lambda e: -e.n)
             f = self.folds(key)
             folds[key] = {m: (len(f.training[m]), len(f.held_out[m])) for m in f.held_out}
-            kfold = all(m.startswith("fold") for ms in entry.models.values() for m in ms)
-            protocols.add("5-fold by signature (the entry names fewer than 2 models)" if kfold
-                          else "leave-one-model-out (models named by the cache)")
+            names = {m for ms in entry.models.values() for m in ms}
+            if all(m.startswith("fold") for m in names):
+                protocols.add("5-fold by signature (the entry names fewer than 2 models)")
+            elif all(m.startswith("op:") for m in names):
+                protocols.add("leave-one-op-out (the cache groups signatures by op name, not "
+                              "by model)")
+            else:
+                protocols.add("leave-one-model-out (models named by the cache)")
             entry_totals = []
             for model in sorted({p.model for p in preds}):
                 mine = [p for p in preds if p.model == model]
@@ -1121,7 +1154,7 @@ class ProfiledCostModel:
         names = {key: "+".join(d for d, k in self.binding.items() if k == key)
                  for key in self._entries}
         return CrossValidation("; ".join(sorted(protocols)), by_class, by_graph, totals,
-                               predictions, folds, names)
+                               predictions, folds, names, by_op)
 
 
 def _curve_sigma(curve: TransferCurve, nbytes: float) -> float:
