@@ -242,3 +242,23 @@ def test_targets_and_zoo_list_what_exists(capsys):
     assert code == 0 and "tensorcore" in out and "neuron" in out
     code, out, _ = run(["zoo"], capsys)
     assert code == 0 and "simple_pose_resnet152_v1b" in out and "fcn_resnet101_ade" in out
+
+
+def test_profile_then_plan_from_the_measurements(tmp_path, capsys):
+    cache = tmp_path / "profile.json"
+    code, _, err = run(["profile", "zoo:tiny_yolo_v2:small", "--platform", "neuron@2020",
+                        "--cache", cache, "--device", "cpu"], capsys)
+    assert code == 0, err
+    code, stdout, err = run(["compare", "zoo:tiny_yolo_v2:small", "--target", "neuron@2020",
+                             "--profile-cache", cache, "--json"], capsys)
+    assert code == 0, err
+    data = json.loads(stdout)
+    assert data["cost_model"].startswith("profiled(")
+    for row in data["rows"]:
+        if row["applicable"]:
+            assert row["ops_measured"] == data["ops"]  # every op of every plan was timed
+            assert 0 < row["total_sigma_s"] < row["total_s"]
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"schema": "something else"}')
+    code, _, err = run(["compare", "zoo:tiny_yolo_v2:small", "--profile-cache", broken], capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "broken.json" in err

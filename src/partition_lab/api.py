@@ -19,6 +19,7 @@ from .core.graph import OpGraph
 from .core.plan import PartitionPlan, Support, Verdict
 from .core.platform import Platform, get_platform
 from .cost_models.base import CostBreakdown, CostModel, evaluate
+from .errors import PartitionLabError
 from .relay.passes.annotate import support_table
 from .relay.passes.outline import outline
 from .relay.passes.prepare import prepare
@@ -102,6 +103,7 @@ def analyze(
     excl_node_names: Iterable[str] = (),
     exclude_ops: Iterable[str] = (),
     cost_model: CostModel | str | None = None,
+    profile_cache: Any = None,
     name: str = "",
     **target_options: Any,
 ) -> Analysis:
@@ -118,7 +120,9 @@ def analyze(
     rg = relay_graph(mod, name=name)
     support = support_table(rg.graph, platform, excl_node_names, exclude_ops)
     if cost_model is None or isinstance(cost_model, str):
-        cost_model = get_cost_model(platform, accel_profile=cost_model)
+        cost_model = get_cost_model(platform, accel_profile=cost_model, profile=profile_cache)
+    elif profile_cache is not None:
+        raise PartitionLabError("pass either a cost_model object or profile_cache=, not both")
     return Analysis(mod, rg, platform, support, cost_model)
 
 
@@ -131,6 +135,7 @@ def partition(
     excl_node_names: Iterable[str] = (),
     exclude_ops: Iterable[str] = (),
     cost_model: CostModel | str | None = None,
+    profile_cache: Any = None,
     strategy_options: Mapping[str, Any] | None = None,
     name: str = "",
     **target_options: Any,
@@ -153,7 +158,8 @@ def partition(
     timings: dict[str, float] = {}
     start = time.perf_counter()
     analysis = analyze(mod, target, params=params, excl_node_names=excl_node_names,
-                       exclude_ops=exclude_ops, cost_model=cost_model, name=name, **target_options)
+                       exclude_ops=exclude_ops, cost_model=cost_model, profile_cache=profile_cache,
+                       name=name, **target_options)
     timings["analyze_s"] = time.perf_counter() - start
     start = time.perf_counter()
     chosen = get_strategy(strategy, **dict(strategy_options or {}))
@@ -175,6 +181,7 @@ def compare(
     params: Mapping[str, Any] | None = None,
     strategies: Iterable[Any] | None = None,
     cost_model: CostModel | str | None = None,
+    profile_cache: Any = None,
     excl_node_names: Iterable[str] = (),
     exclude_ops: Iterable[str] = (),
     name: str = "",
@@ -189,7 +196,8 @@ def compare(
     from .comparison import compare_plans
 
     analysis = analyze(mod, target, params=params, excl_node_names=excl_node_names,
-                       exclude_ops=exclude_ops, cost_model=cost_model, name=name, **target_options)
+                       exclude_ops=exclude_ops, cost_model=cost_model, profile_cache=profile_cache,
+                       name=name, **target_options)
     return compare_plans(analysis.graph, analysis.support, strategies=strategies,
                          cost_model=analysis.cost_model)
 

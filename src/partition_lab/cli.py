@@ -212,6 +212,10 @@ def _add_model_options(sub: argparse.ArgumentParser, *, optional_model: bool = F
     sub.add_argument("--profile", metavar="NAME",
                      help="accelerator hardware profile of the cost model (default: the "
                           "target's own)")
+    sub.add_argument("--profile-cache", metavar="FILE",
+                     help="plan from measurements: a profile cache written by 'partition-lab "
+                          "profile' (measured ops; a fitted model with its uncertainty for the "
+                          "rest; devices it does not bind use the roofline)")
     sub.add_argument("--frontend", choices=("mxnet", "onnx"), default="mxnet",
                      help="for zoo: models, which frontend converts them (default mxnet)")
 
@@ -391,6 +395,7 @@ class Job:
     input_shapes: dict[str, tuple[int, ...]]
     profile: str | None
     progress: Progress
+    profile_cache: str | None = None
 
 
 def resolve_job(args: argparse.Namespace, *, default_model: bool = False) -> Job:
@@ -415,6 +420,11 @@ def resolve_job(args: argparse.Namespace, *, default_model: bool = False) -> Job
         from .cost_models import load_profile
 
         load_profile(args.profile)  # raises ProfileError listing the profiles
+    cache = getattr(args, "profile_cache", None)
+    if cache:
+        from .cost_models.profiled import read_profile_cache
+
+        read_profile_cache(cache)  # raises ProfileError naming what is wrong with the file
     shapes = parse_input_shapes(args.input_shape)
     if model.startswith("zoo:"):
         from . import zoo
@@ -424,7 +434,7 @@ def resolve_job(args: argparse.Namespace, *, default_model: bool = False) -> Job
         raise InputShapeError("--input-shape applies to model files; zoo models have fixed "
                               "shapes (see 'partition-lab zoo')")
     return Job(model, target_name, target_options, strategy, strategy_options, shapes,
-               args.profile, Progress(True if args.progress else None))
+               args.profile, Progress(True if args.progress else None), cache)
 
 
 def load(job: Job, frontend: str) -> tuple[Any, Any]:
@@ -469,7 +479,7 @@ def run_partition_job(job: Job, args: argparse.Namespace) -> Any:
         return partition(mod, job.target, params=params, strategy=job.strategy,
                          name=model_label(job.model),
                          excl_node_names=tuple(args.exclude_node),
-                         exclude_ops=tuple(args.exclude_op), cost_model=job.profile,
+                         exclude_ops=tuple(args.exclude_op), cost_model=job.profile, profile_cache=job.profile_cache,
                          strategy_options=job.strategy_options or None, **job.target_options)
 
 
@@ -544,7 +554,7 @@ def run_compare(args: argparse.Namespace) -> int:
     with job.progress.step(f"preparing for {job.target}"):
         analysis = analyze(mod, job.target, params=params, name=model_label(job.model),
                            excl_node_names=tuple(args.exclude_node),
-                           exclude_ops=tuple(args.exclude_op), cost_model=job.profile,
+                           exclude_ops=tuple(args.exclude_op), cost_model=job.profile, profile_cache=job.profile_cache,
                            **job.target_options)
     with job.progress.step(f"comparing {len(names) if names else 'all'} strategies"):
         comparison = compare_plans(analysis.graph, analysis.support, strategies=names,
