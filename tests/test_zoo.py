@@ -20,12 +20,13 @@ from tvm.contrib import graph_executor
 from tvm.relay.backend import te_compiler
 
 from partition_lab import zoo
-from partition_lab.errors import UnknownModelError
+from partition_lab.errors import UnknownModelError, UnsupportedOperatorError
 from partition_lab.relay.frontends import calls_without_source_name, source_name
 from partition_lab.relay.frontends._spans import calls_in_order
 from partition_lab.relay.runtime import build_for_cpu
 
 ALL = zoo.names()
+EVALUATION = zoo.evaluation_names()
 # Tolerances of the numerics checks: TVM (llvm) against MXNet / onnxruntime on the same weights.
 # float32: both sides sum in float32 in different orders. float16 (the matmul chain): TVM
 # accumulates in float16, MXNet in float32 rounded once, onnxruntime in float16 with its own
@@ -103,6 +104,45 @@ def test_simple_pose_has_the_reports_node_names() -> None:
     for k, index in enumerate(deconvs):
         assert names[index + 1] == ("nn.batch_norm", f"batchnormcudnnoff{k}_fwd")
         assert names[index + 2] == ("nn.relu", f"relu{k}_fwd")
+
+
+def test_evaluation_models_are_gluoncv_models_kept_out_of_names() -> None:
+    assert EVALUATION == ["ssd_512_resnet50_v1_voc", "yolo3_darknet53_voc",
+                          "center_net_resnet18_v1b_voc",
+                          "deeplab_resnet50_ade", "alpha_pose_resnet101_v1b_coco",
+                          "danet_resnet50_citys"]
+    assert not set(EVALUATION) & set(ALL)
+    for name in EVALUATION:
+        entry = zoo.info(name)
+        assert entry.evaluation and entry.source == "gluoncv model_zoo"
+        assert entry.small_input_shapes == {"data": (1, 3, 64, 64)}
+    assert not any(zoo.info(name).evaluation for name in ALL)
+    assert zoo.info("alpha_pose_resnet101_v1b_coco").input_shapes == {"data": (1, 3, 320, 256)}
+
+
+def test_a_frontend_that_cannot_convert_the_model_says_why() -> None:
+    assert zoo.info("ssd_512_resnet50_v1_voc").frontends == ("mxnet",)
+    assert zoo.info("yolo3_darknet53_voc").frontends == ("mxnet",)
+    with pytest.raises(UnsupportedOperatorError, match="NonMaxSuppression.*frontend='mxnet'"):
+        zoo.load("ssd_512_resnet50_v1_voc", frontend="onnx", small=True)
+
+
+@pytest.mark.parametrize("name, frontend", [(name, frontend) for name in EVALUATION
+                                            for frontend in zoo.info(name).frontends])
+def test_small_evaluation_variant_loads(name: str, frontend: str) -> None:
+    check_module(name, small=True, frontend=frontend)
+
+
+@pytest.mark.parametrize("frontend", ["mxnet", "onnx"])
+def test_danet_attention_is_batch_matmul_through_both_frontends(frontend: str) -> None:
+    """gluoncv's position attention writes batch_dot(transpose_a=True), which TVM's MXNet
+    frontend rejects; the zoo's equivalent form gives the same four batch matmuls either way."""
+    mod, _ = zoo.load("danet_resnet50_citys", frontend=frontend, small=True)
+    matmuls = [c for c in calls_in_order(mod["main"]) if c.op.name == "nn.batch_matmul"]
+    # PAM: attention (1, 64, 64) over the 8x8 positions and its (1, 16, 64) product; CAM:
+    # attention (1, 16, 16) over the 16 channels and its (1, 16, 64) product.
+    shapes = sorted(tuple(int(d) for d in c.checked_type.shape) for c in matmuls)
+    assert shapes == [(1, 16, 16), (1, 16, 64), (1, 16, 64), (1, 64, 64)]
 
 
 @pytest.mark.parametrize("frontend", ["mxnet", "onnx"])

@@ -38,7 +38,15 @@ so the copied bytes are the graph's and the casts are part of the timed crossing
 
 Main entry points: :func:`run_plan`, :class:`PlanExecutor` (prepare once, run and time many
 times), :func:`synthetic_weights` and :func:`calibrate_batch_norm` (weights on a machine without
-the model's parameters), :data:`KERNELS` (the op translations).
+the model's parameters), :data:`KERNELS` (the op translations; :func:`check_kernels` lists every
+op of a graph that has none, or whose attribute values its kernel does not take, before anything
+runs: an op is never skipped).
+
+Coverage: every op the MXNet and ONNX frontends produce on the zoo and evaluation models, on every
+built-in platform's prepared module, has a kernel (``tests/test_torch_exec.py`` checks it; the
+list is in ``bench/eval_models.md``). Detection post-processing (``vision.get_valid_counts``,
+``vision.non_max_suppression``) follows TVM's own algorithm row for row; its sequential walk over
+the score-sorted boxes runs on the host.
 """
 
 from __future__ import annotations
@@ -70,7 +78,29 @@ DTYPE_MODES = ("graph", "float32")
 
 
 class UnsupportedKernelError(PartitionLabError):
-    """An op (or an attribute value of it) that the PyTorch executor does not translate."""
+    """Ops (or attribute values of them) that the PyTorch executor does not translate.
+
+    ``missing`` maps each such op to ``{problem: [node names]}`` (empty when raised by a kernel
+    at run time); executors raise it before running anything, listing every op at once.
+    """
+
+    def __init__(self, message: str, missing: Mapping[str, Mapping[str, list[str]]] | None = None
+                 ) -> None:
+        super().__init__(message)
+        self.missing = {op: dict(problems) for op, problems in (missing or {}).items()}
+
+    @classmethod
+    def listing(cls, missing: Mapping[str, Mapping[str, list[str]]], what: str
+                ) -> UnsupportedKernelError:
+        no_kernel = sorted(op for op, problems in missing.items() if "no kernel" in problems)
+        lines = [f"the PyTorch executor cannot run {len(missing)} op(s) of {what}; nothing was "
+                 f"run. No PyTorch translation for: {', '.join(no_kernel) or 'none'}."]
+        for op in sorted(missing):
+            for problem, names in missing[op].items():
+                lines.append(f"  {op}: {problem} ({_names(names)})")
+        lines.append("Add a kernel with partition_lab.executors.torch_exec.kernel(...), or keep "
+                     "these ops out of the graph.")
+        return cls("\n".join(lines), missing)
 
 
 # ---------------------------------------------------------------------------- dtype policy
@@ -140,22 +170,26 @@ class Kernel:
     ``prepare(node, args)``, if given, runs once when an executor is built, with the weights
     filled in and activations as None; what it returns is passed to every ``run`` (for example a
     kernel permuted to OIHW and held in channels-last memory, or batch norm folded to a scale
-    and a shift), so the timed runs do no weight work.
+    and a shift), so the timed runs do no weight work. ``check(node)``, if given, returns why
+    the kernel cannot run this node's attributes (None if it can): executors ask every node
+    before they run anything (:func:`check_kernels`).
     """
 
     run: Callable[[OpNode, list[Any], Any], Any]
     prepare: Callable[[OpNode, list[Any]], Any] | None = None
+    check: Callable[[OpNode], str | None] | None = None
 
 
 KERNELS: dict[str, Kernel] = {}
 
 
-def kernel(*ops: str, prepare: Callable[[OpNode, list[Any]], Any] | None = None
+def kernel(*ops: str, prepare: Callable[[OpNode, list[Any]], Any] | None = None,
+           check: Callable[[OpNode], str | None] | None = None
            ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register ``run`` as the kernel of ``ops``."""
     def register(run: Callable[..., Any]) -> Callable[..., Any]:
         for op in ops:
-            KERNELS[op] = Kernel(run, prepare)
+            KERNELS[op] = Kernel(run, prepare, check)
         return run
     return register
 
@@ -165,16 +199,69 @@ def supported_ops() -> list[str]:
     return sorted(KERNELS)
 
 
+def node_problem(node: OpNode) -> str | None:
+    """Why the executor cannot run ``node`` (no kernel for its op, or an attribute value its
+    kernel does not translate), or None if it can."""
+    kern = KERNELS.get(node.op)
+    if kern is None:
+        return "no kernel"
+    return kern.check(node) if kern.check is not None else None
+
+
+def unsupported_nodes(nodes: Sequence[OpNode]) -> dict[str, dict[str, list[str]]]:
+    """``{op: {problem: [node names]}}`` for every node the executor cannot run."""
+    found: dict[str, dict[str, list[str]]] = {}
+    for node in nodes:
+        problem = node_problem(node)
+        if problem is not None:
+            found.setdefault(node.op, {}).setdefault(problem, []).append(node.name)
+    return found
+
+
+def check_kernels(nodes: Sequence[OpNode], what: str = "the graph") -> None:
+    """Raise :class:`UnsupportedKernelError` naming every op of ``nodes`` the executor cannot
+    run, all at once (op, how many nodes, the first node names, and why), before anything runs.
+    """
+    found = unsupported_nodes(nodes)
+    if found:
+        raise UnsupportedKernelError.listing(found, what)
+
+
+def _names(names: list[str], shown: int = 3) -> str:
+    more = f", ... ({len(names)} nodes)" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more
+
+
 def _elementwise(fn: Callable[..., torch.Tensor]) -> Callable[[OpNode, list[Any], Any], Any]:
     return lambda node, args, prepared: fn(*args)
 
 
+def _round_half_away(x: torch.Tensor) -> torch.Tensor:
+    # TVM rounds halves away from zero (llvm.round); torch.round rounds them to even.
+    whole = torch.trunc(x)
+    return torch.where((x - whole).abs() == 0.5, whole + torch.sign(x), torch.round(x))
+
+
+def _divide(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    # Relay divides integers by truncation (TIR's truncdiv), floats exactly.
+    integers = not (a.dtype.is_floating_point or b.dtype.is_floating_point)
+    return torch.div(a, b, rounding_mode="trunc") if integers else torch.div(a, b)
+
+
 for _op, _fn in {
-    "add": torch.add, "subtract": torch.sub, "multiply": torch.mul, "divide": torch.div,
+    "add": torch.add, "subtract": torch.sub, "multiply": torch.mul, "divide": _divide,
     "power": torch.pow, "maximum": torch.maximum, "minimum": torch.minimum,
     "nn.relu": F.relu, "sigmoid": torch.sigmoid, "tanh": torch.tanh, "exp": torch.exp,
     "log": torch.log, "sqrt": torch.sqrt, "rsqrt": torch.rsqrt, "erf": torch.erf,
     "negative": torch.neg, "abs": torch.abs, "floor_divide": torch.floor_divide,
+    # Relay's mod truncates (C fmod, TIR truncmod); floor_mod takes the divisor's sign.
+    "mod": torch.fmod, "floor_mod": torch.remainder,
+    "floor": torch.floor, "ceil": torch.ceil, "trunc": torch.trunc, "sign": torch.sign,
+    "round": _round_half_away,
+    "equal": torch.eq, "not_equal": torch.ne, "less": torch.lt, "less_equal": torch.le,
+    "greater": torch.gt, "greater_equal": torch.ge,
+    "logical_and": torch.logical_and, "logical_or": torch.logical_or,
+    "logical_xor": torch.logical_xor, "logical_not": torch.logical_not,
 }.items():
     KERNELS[_op] = Kernel(_elementwise(_fn))
 
@@ -200,7 +287,14 @@ def _transpose(node: OpNode, args: list[Any], prepared: Any) -> Any:
     return args[0].permute(axes).contiguous()
 
 
-@kernel("layout_transform")
+def _check_layout_transform(node: OpNode) -> str | None:
+    src, dst = node.attrs.get("src_layout", ""), node.attrs.get("dst_layout", "")
+    if sorted(src) != sorted(dst) or not src.isupper():
+        return f"layout {src} -> {dst} is not a plain permutation"
+    return None
+
+
+@kernel("layout_transform", check=_check_layout_transform)
 def _layout_transform(node: OpNode, args: list[Any], prepared: Any) -> Any:
     perm = _perm(node.attrs["src_layout"], node.attrs["dst_layout"])
     return args[0].permute(perm).contiguous()
@@ -270,7 +364,12 @@ def _reduce(node: OpNode, args: list[Any], prepared: Any) -> Any:
     return fn(x, dim=axes, keepdim=keep)
 
 
-@kernel("nn.pad")
+def _check_pad(node: OpNode) -> str | None:
+    mode = node.attrs.get("pad_mode", "constant")
+    return None if mode == "constant" else f"pad_mode {mode!r}"
+
+
+@kernel("nn.pad", check=_check_pad)
 def _pad(node: OpNode, args: list[Any], prepared: Any) -> Any:
     if node.attrs.get("pad_mode", "constant") != "constant":
         raise UnsupportedKernelError(f"nn.pad mode {node.attrs['pad_mode']!r}")
@@ -426,7 +525,16 @@ def _max_pool2d(node: OpNode, args: list[Any], prepared: Any) -> Any:
     return _from_nchw(y, node.attrs.get("out_layout") or layout)
 
 
-@kernel("nn.avg_pool2d")
+def _check_avg_pool2d(node: OpNode) -> str | None:
+    if any(d != 1 for d in node.attrs.get("dilation", (1, 1))):
+        return "dilation"
+    _, explicit = _split_padding(node.attrs.get("padding", (0, 0)))
+    if explicit is not None and not node.attrs.get("count_include_pad", False):
+        return "asymmetric padding that is not counted"
+    return None
+
+
+@kernel("nn.avg_pool2d", check=_check_avg_pool2d)
 def _avg_pool2d(node: OpNode, args: list[Any], prepared: Any) -> Any:
     layout = node.attrs.get("layout") or "NCHW"
     size, strides, dilation = _pool_window(node)
@@ -454,7 +562,16 @@ def _global_pool(node: OpNode, args: list[Any], prepared: Any) -> Any:
     return _from_nchw(fn(x, (out[2], out[3])), node.attrs.get("out_layout") or layout)
 
 
-@kernel("image.resize2d")
+def _check_resize2d(node: OpNode) -> str | None:
+    method = node.attrs.get("method", "linear")
+    transform = node.attrs.get("coordinate_transformation_mode", "half_pixel")
+    if (method in ("linear", "bilinear") and transform in ("align_corners", "half_pixel")) or (
+            method == "nearest_neighbor" and transform == "asymmetric"):
+        return None
+    return f"method={method!r} coordinate_transformation_mode={transform!r}"
+
+
+@kernel("image.resize2d", check=_check_resize2d)
 def _resize2d(node: OpNode, args: list[Any], prepared: Any) -> Any:
     layout = node.attrs.get("layout") or "NCHW"
     size = tuple(int(s) for s in node.attrs["size"])
@@ -469,6 +586,296 @@ def _resize2d(node: OpNode, args: list[Any], prepared: Any) -> Any:
         raise UnsupportedKernelError(
             f"image.resize2d method={method!r} coordinate_transformation_mode={transform!r}")
     return _from_nchw(y, layout)
+
+
+# --- shape-like, index and comparison ops (detectors' post-processing, attention glue)
+@kernel("zeros_like", "ones_like")
+def _fill_like(node: OpNode, args: list[Any], prepared: Any) -> Any:
+    return (torch.zeros_like if node.op == "zeros_like" else torch.ones_like)(args[0])
+
+
+@kernel("shape_of")
+def _shape_of(node: OpNode, args: list[Any], prepared: Any) -> Any:
+    return torch.tensor(args[0].shape, dtype=_TORCH_DTYPES[node.outputs[0].dtype],
+                        device=args[0].device)
+
+
+@kernel("reshape_like")
+def _reshape_like(node: OpNode, args: list[Any], prepared: Any) -> Any:
+    return args[0].reshape(node.outputs[0].shape)
+
+
+@kernel("broadcast_to", "broadcast_to_like")
+def _broadcast_to(node: OpNode, args: list[Any], prepared: Any) -> Any:
+    # TVM writes the broadcast tensor out; so do we (an expanded view would be free).
+    return args[0].expand(node.outputs[0].shape).contiguous()
+
+
+@kernel("slice_like")
+def _slice_like(node: OpNode, args: list[Any], prepared: Any) -> Any:
+    # The output shape says where each sliced axis ends; slice_like always starts at 0.
+    return args[0][tuple(slice(0, size) for size in node.outputs[0].shape)]
+
+
+@kernel("tile")
+def _tile(node: OpNode, args: list[Any], prepared: Any) -> Any:
+    return torch.tile(args[0], tuple(int(r) for r in node.attrs["reps"]))
+
+
+@kernel("repeat")
+def _repeat(node: OpNode, args: list[Any], prepared: Any) -> Any:
+    return torch.repeat_interleave(args[0], int(node.attrs["repeats"]),
+                                   dim=int(node.attrs.get("axis", 0)))
+
+
+@kernel("arange")
+def _arange(node: OpNode, args: list[Any], prepared: Any) -> Any:
+    # start + i * step for i < the (static) output length; stop only fixed that length.
+    start, step = args[0], args[2]
+    count = node.outputs[0].shape[0]
+    return start + step * torch.arange(count, device=start.device, dtype=start.dtype)
+
+
+@kernel("where")
+def _where(node: OpNode, args: list[Any], prepared: Any) -> Any:
+    condition = args[0] if args[0].dtype == torch.bool else args[0] != 0
+    return torch.where(condition, args[1], args[2])
+
+
+@kernel("take")
+def _take(node: OpNode, args: list[Any], prepared: Any) -> Any:
+    data, indices = args[0], args[1].long()
+    axis = node.attrs.get("axis")
+    mode = node.attrs.get("mode", "clip")
+    size = data.numel() if axis is None else data.shape[int(axis)]
+    indices = indices.clamp(0, size - 1) if mode == "clip" else indices.remainder(size)
+    if axis is None:
+        return data.reshape(-1)[indices]
+    return torch.index_select(data, int(axis), indices.reshape(-1)).reshape(
+        node.outputs[0].shape)
+
+
+def _check_take(node: OpNode) -> str | None:
+    mode = node.attrs.get("mode", "clip")
+    return None if mode in ("clip", "wrap") else f"mode {mode!r}"
+
+
+KERNELS["take"] = Kernel(_take, None, _check_take)
+
+
+def _check_gather_nd(node: OpNode) -> str | None:
+    batch_dims = int(node.attrs.get("batch_dims", 0) or 0)
+    return None if batch_dims == 0 else f"batch_dims={batch_dims}"
+
+
+@kernel("gather_nd", check=_check_gather_nd)
+def _gather_nd(node: OpNode, args: list[Any], prepared: Any) -> Any:
+    data, indices = args[0], args[1].long()
+    # indices (M, Y...): out[y...] = data[indices[0, y...], ..., indices[M-1, y...], :...]
+    return data[tuple(indices[i] for i in range(indices.shape[0]))]
+
+
+@kernel("topk")
+def _topk(node: OpNode, args: list[Any], prepared: Any) -> Any:
+    x = args[0]
+    axis = int(node.attrs.get("axis", -1))
+    k = int(node.attrs["k"])
+    k = x.shape[axis] if k < 1 else k
+    # TVM sorts stably (equal values keep their order); torch.topk does not promise that.
+    values, indices = torch.sort(x, dim=axis, descending=not node.attrs.get("is_ascend"),
+                                 stable=True)
+    values, indices = values.narrow(axis, 0, k), indices.narrow(axis, 0, k)
+    ret_type = node.attrs.get("ret_type", "both")
+    return (values, indices) if ret_type == "both" else values if ret_type == "values" \
+        else indices
+
+
+@kernel("argmax", "argmin")
+def _arg_reduce(node: OpNode, args: list[Any], prepared: Any) -> Any:
+    x = args[0]
+    axes = _reduce_axes(node, x.dim())
+    if len(axes) != 1:
+        flat = x.reshape(-1)
+        index = flat.argmax() if node.op == "argmax" else flat.argmin()
+        return index.reshape([1] * x.dim() if node.attrs.get("keepdims") else [])
+    keep = bool(node.attrs.get("keepdims", False))
+    if node.attrs.get("select_last_index"):
+        flipped = x.flip(axes[0])
+        index = flipped.argmax(axes[0], keep) if node.op == "argmax" else \
+            flipped.argmin(axes[0], keep)
+        return x.shape[axes[0]] - 1 - index
+    return x.argmax(axes[0], keep) if node.op == "argmax" else x.argmin(axes[0], keep)
+
+
+@kernel("prod")
+def _prod(node: OpNode, args: list[Any], prepared: Any) -> Any:
+    x = args[0]
+    keep = bool(node.attrs.get("keepdims", False))
+    for axis in sorted(_reduce_axes(node, x.dim()), reverse=True):
+        x = torch.prod(x, dim=axis, keepdim=keep)
+    return x
+
+
+@kernel("nn.prelu")
+def _prelu(node: OpNode, args: list[Any], prepared: Any) -> Any:
+    x, alpha = args[0], args[1]
+    shape = [1] * x.dim()
+    shape[int(node.attrs.get("axis", 1)) % x.dim()] = -1
+    return torch.where(x >= 0, x, x * alpha.reshape(shape))
+
+
+def _check_lrn(node: OpNode) -> str | None:
+    size = int(node.attrs.get("size", 5))
+    return None if size % 2 == 1 else f"even size {size} (TVM requires an odd window)"
+
+
+@kernel("nn.lrn", check=_check_lrn)
+def _lrn(node: OpNode, args: list[Any], prepared: Any) -> Any:
+    # TVM: x / (bias + alpha / size * sum of x^2 over the window of channels)^beta, which is
+    # PyTorch's local_response_norm with k = bias, on the channel axis.
+    x = args[0]
+    axis = int(node.attrs.get("axis", 1)) % x.dim()
+    moved = x.movedim(axis, 1)
+    y = F.local_response_norm(moved, int(node.attrs.get("size", 5)),
+                              alpha=float(node.attrs.get("alpha", 1e-4)),
+                              beta=float(node.attrs.get("beta", 0.75)),
+                              k=float(node.attrs.get("bias", 2.0)))
+    return y.movedim(1, axis)
+
+
+def _check_upsampling(node: OpNode) -> str | None:
+    method = node.attrs.get("method", "nearest_neighbor")
+    if method == "nearest_neighbor" or (method == "bilinear"
+                                        and node.attrs.get("align_corners", False)):
+        return None
+    return f"method={method!r} align_corners={bool(node.attrs.get('align_corners'))}"
+
+
+@kernel("nn.upsampling", check=_check_upsampling)
+def _upsampling(node: OpNode, args: list[Any], prepared: Any) -> Any:
+    layout = node.attrs.get("layout") or "NCHW"
+    x = _to_nchw(args[0], layout)
+    size = _to_nchw(torch.empty(node.outputs[0].shape, device="meta"), layout).shape[2:]
+    if node.attrs.get("method", "nearest_neighbor") == "nearest_neighbor":
+        y = F.interpolate(x, tuple(size), mode="nearest")
+    else:
+        y = F.interpolate(x, tuple(size), mode="bilinear", align_corners=True)
+    return _from_nchw(y, layout)
+
+
+# --- detection post-processing (TVM's vision ops, as mxnet's box_nms becomes them)
+@kernel("vision.get_valid_counts")
+def _get_valid_counts(node: OpNode, args: list[Any], prepared: Any) -> Any:
+    """Boxes whose score beats the threshold (and whose class id is >= 0) moved to the top in
+    their order, the rest -1; with their count and their original indices (-1 below)."""
+    data = args[0]
+    threshold = args[1] if len(args) > 1 else node.attrs.get("score_threshold") or 0.0
+    id_index, score_index = int(node.attrs.get("id_index", 0)), int(node.attrs.get("score_index", 1))
+    valid = data[:, :, score_index] > threshold
+    if id_index >= 0:
+        valid &= data[:, :, id_index] >= 0
+    count = valid.sum(dim=1)
+    # A stable sort of "not valid" puts valid boxes first, each group in its original order.
+    order = torch.sort((~valid).to(torch.int8), dim=1, stable=True).indices
+    positions = torch.arange(data.shape[1], device=data.device)
+    below = positions[None, :] >= count[:, None]
+    boxes = torch.gather(data, 1, order[:, :, None].expand_as(data)).masked_fill(
+        below[:, :, None], -1)
+    indices = order.masked_fill(below, -1)
+    return count.to(torch.int32), boxes, indices.to(torch.int32)
+
+
+@kernel("vision.non_max_suppression")
+def _non_max_suppression(node: OpNode, args: list[Any], prepared: Any) -> Any:
+    """TVM's greedy NMS (topi.vision.non_max_suppression), row for row: the valid boxes sorted by
+    score (stably), at most ``top_k`` of them; walking down, a box with a positive score is kept
+    unless a kept box of its class (any class with ``force_suppress``) overlaps it with IoU >=
+    the threshold, else its row becomes -1; rows with a score <= 0 stay as they are; after
+    ``max_output_size`` kept boxes every row is -1. The IoU matrix is computed on the tensors'
+    device, the sequential walk on the host."""
+    data, valid_count, indices = args[0], args[1], args[2]
+    attrs = node.attrs
+    max_output = int(args[3]) if len(args) > 3 else int(attrs.get("max_output_size", -1))
+    iou_threshold = float(args[4]) if len(args) > 4 else float(attrs["iou_threshold"])
+    top_k = int(attrs.get("top_k", -1))
+    score_index = int(attrs.get("score_index", 1))
+    batch, anchors, _ = data.shape
+    out = torch.full_like(data, -1)
+    box_indices = torch.full((batch, anchors), -1, dtype=torch.int64, device=data.device)
+    for i, count in enumerate(int(c) for c in valid_count.reshape(-1).cpu()):
+        count = min(count, anchors)
+        if count <= 0:
+            continue
+        if iou_threshold <= 0:
+            out[i, :count] = data[i, :count]
+            box_indices[i, :count] = torch.arange(count, device=data.device)
+            continue
+        order = torch.sort(data[i, :count, score_index], descending=True, stable=True).indices
+        order = order[:top_k] if 0 < top_k < count else order
+        rows = data[i, order]
+        stays = _nms_walk(rows, iou_threshold, max_output, attrs)
+        out[i, :len(order)] = torch.where(stays[:, None], rows, torch.full_like(rows, -1))
+        box_indices[i, :len(order)] = torch.where(stays, order, torch.full_like(order, -1))
+    if attrs.get("return_indices"):
+        originals = torch.where(box_indices >= 0, torch.gather(
+            indices.long(), 1, box_indices.clamp(min=0)), box_indices)
+        compact, number = _valid_to_top(originals, originals >= 0)
+        return compact, number[:, None]
+    if attrs.get("invalid_to_bottom"):
+        out, _ = _valid_to_top(out, out[:, :, 0] >= 0)
+    return out
+
+
+def _valid_to_top(x: torch.Tensor, valid: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rows of ``x`` (along axis 1) where ``valid``, moved to the top in their order; the rows
+    below filled with -1. Also the number of valid rows per batch."""
+    order = torch.sort((~valid).to(torch.int8), dim=1, stable=True).indices
+    moved = torch.gather(x, 1, order.reshape(*order.shape, *[1] * (x.dim() - 2)).expand_as(x))
+    number = valid.sum(dim=1)
+    below = torch.arange(x.shape[1], device=x.device)[None, :] >= number[:, None]
+    return moved.masked_fill(below.reshape(*below.shape, *[1] * (x.dim() - 2)), -1), number
+
+
+def _nms_walk(rows: torch.Tensor, threshold: float, max_output: int,
+              attrs: Mapping[str, Any]) -> torch.Tensor:
+    """Per score-sorted row, whether it stays (kept, or left alone with a score <= 0)."""
+    coord, score_index = int(attrs.get("coord_start", 2)), int(attrs.get("score_index", 1))
+    id_index = int(attrs.get("id_index", 0))
+    boxes = rows[:, coord:coord + 4]
+    left = torch.minimum(boxes[:, 0], boxes[:, 2])
+    top = torch.minimum(boxes[:, 1], boxes[:, 3])
+    right = torch.maximum(boxes[:, 0], boxes[:, 2])
+    bottom = torch.maximum(boxes[:, 1], boxes[:, 3])
+    width = (torch.minimum(right[:, None], right[None, :])
+             - torch.maximum(left[:, None], left[None, :])).clamp(min=0)
+    height = (torch.minimum(bottom[:, None], bottom[None, :])
+              - torch.maximum(top[:, None], top[None, :])).clamp(min=0)
+    overlap = width * height
+    area = (right - left) * (bottom - top)
+    union = area[:, None] + area[None, :] - overlap
+    iou = torch.where(union > 0, overlap / torch.where(union > 0, union, torch.ones_like(union)),
+                      torch.zeros_like(union))
+    suppresses = iou >= threshold  # [k, j]: kept box k drops the later box j
+    if id_index >= 0:
+        ids = rows[:, id_index]
+        suppresses &= (ids >= 0)[:, None]
+        if not attrs.get("force_suppress"):
+            suppresses &= ids[:, None] == ids[None, :]
+    positive = (rows[:, score_index] > 0).cpu().numpy()
+    suppresses_host = suppresses.cpu().numpy()
+    kept = np.zeros(len(positive), dtype=bool)
+    stays = np.zeros(len(positive), dtype=bool)
+    number = 0
+    for j in range(len(positive)):
+        if number == max_output:
+            break  # every later row becomes -1
+        if not positive[j]:
+            stays[j] = True
+        elif not (suppresses_host[:j, j] & kept[:j]).any():
+            kept[j] = stays[j] = True
+            number += 1
+    return torch.from_numpy(stays).to(rows.device)
+
 
 
 # ---------------------------------------------------------------------------- weights
@@ -506,6 +913,9 @@ def sample_inputs(graph: OpGraph, seed: int = 0) -> dict[str, np.ndarray]:
 def _synthetic_array(node: OpNode, position: int, spec: TensorType,
                      rng: np.random.Generator) -> np.ndarray:
     shape = spec.shape
+    fixed = _fixed_argument(node, position)
+    if fixed is not None:
+        return np.full(shape, fixed, dtype="float32" if spec.dtype == "bfloat16" else spec.dtype)
     if not spec.dtype.startswith(("float", "bfloat")):
         return np.zeros(shape, dtype=spec.dtype)
     dtype = "float32" if spec.dtype == "bfloat16" else spec.dtype
@@ -527,6 +937,32 @@ def _synthetic_array(node: OpNode, position: int, spec: TensorType,
     if node.op in ("multiply", "divide", "power"):
         return rng.uniform(0.5, 1.5, shape).astype(dtype)
     return (0.1 * rng.standard_normal(shape)).astype(dtype)
+
+
+def _fixed_argument(node: OpNode, position: int) -> float | None:
+    """Scalar arguments that random values would make meaningless: what the frontends write
+    (arange from 0 by 1; box_nms: score threshold 0, no output limit, IoU threshold 0.5)."""
+    if node.op == "arange":
+        return {0: 0.0, 1: float(node.outputs[0].shape[0]), 2: 1.0}.get(position)
+    if node.op == "vision.get_valid_counts" and position == 1:
+        return 0.0
+    if node.op == "vision.non_max_suppression":
+        return {3: -1.0, 4: 0.5}.get(position)
+    return None
+
+
+def _activation(node: OpNode, position: int, spec: TensorType,
+                generator: torch.Generator) -> torch.Tensor:
+    """A random activation for timing ``node`` alone; integer ones are zeros, except the box
+    count and indices of an NMS (all boxes valid), which zeros would make a no-op."""
+    if node.op == "vision.non_max_suppression" and position in (1, 2):
+        anchors = node.args[0].shape[1]
+        if position == 1:
+            return torch.full(spec.shape, anchors)
+        return torch.arange(anchors).expand(spec.shape)
+    if _TORCH_DTYPES.get(spec.dtype, torch.float32).is_floating_point:
+        return torch.randn(spec.shape, generator=generator)
+    return torch.zeros(spec.shape)
 
 
 def _fan_in(node: OpNode, shape: tuple[int, ...]) -> int:
@@ -575,10 +1011,11 @@ def op_callable(node: OpNode, refs: Sequence[ArgRef], *, device: str, dtype: str
                 seed: int = 0) -> Callable[[], Any]:
     """A zero-argument function running one op as the executor runs it, for timing it alone.
 
-    Activations are random tensors of the node's argument types, weights are
-    :func:`synthetic_node_weights` and prepared once; each call runs the kernel and the casts
+    Activations are random tensors of the node's argument types (integer ones zeros, but an
+    NMS sees every box valid), weights are :func:`synthetic_node_weights` and prepared once; each call runs the kernel and the casts
     of its outputs to their compute dtype, nothing else (no synchronisation).
     """
+    check_kernels([node], f"node {node.name}")
     generator = torch.Generator().manual_seed(seed)
     args: list[Any] = []
     weights = iter(synthetic_node_weights(node, refs, seed))
@@ -586,10 +1023,8 @@ def op_callable(node: OpNode, refs: Sequence[ArgRef], *, device: str, dtype: str
         torch_dtype = compute_dtype(spec.dtype, device, dtype)
         if ref.kind == "weight":
             value = torch.as_tensor(next(weights))
-        elif torch_dtype.is_floating_point:
-            value = torch.randn(spec.shape, generator=generator)
         else:
-            value = torch.zeros(spec.shape)
+            value = _activation(node, len(args), spec, generator)
         args.append(value.to(device=device, dtype=torch_dtype))
     kern = KERNELS[node.op]
     weight_args = [a if r.kind == "weight" else None for a, r in zip(args, refs, strict=True)]
@@ -773,7 +1208,8 @@ class PlanExecutor:
     Raises
     ------
     UnsupportedKernelError
-        If the graph has an op without a translation (:func:`supported_ops`).
+        Before anything runs, listing every op of the graph without a translation
+        (:func:`supported_ops`) or with attribute values its kernel does not translate.
     """
 
     def __init__(self, graph: OpGraph, plan: PartitionPlan | None, bindings: Bindings,
@@ -782,9 +1218,7 @@ class PlanExecutor:
                  separate_memories: bool = False) -> None:
         if dtype not in DTYPE_MODES:
             raise PartitionLabError(f"dtype must be one of {DTYPE_MODES}, not {dtype!r}")
-        missing = sorted({n.op for n in graph.nodes} - set(KERNELS))
-        if missing:
-            raise UnsupportedKernelError(f"no PyTorch translation for {', '.join(missing)}")
+        check_kernels(graph.nodes, f"graph {graph.name!r}" if graph.name else "the graph")
         self.graph, self.plan, self.bindings = graph, plan, bindings
         self.device, self.dtype = device, dtype
         if plan is None:
@@ -1099,7 +1533,7 @@ def run_plan(graph: OpGraph, plan: PartitionPlan | None, inputs: Mapping[str, np
 
 __all__ = [
     "ArgRef", "Benchmark", "KERNELS", "Kernel", "Place", "PlanExecutor", "RunTimings",
-    "UnsupportedKernelError", "calibrate_batch_norm", "compute_dtype", "op_callable", "places_of",
-    "run_plan", "sample_inputs", "supported_ops", "synthetic_node_weights", "synthetic_weights",
-    "transfer", "wire_dtype",
+    "UnsupportedKernelError", "calibrate_batch_norm", "check_kernels", "compute_dtype",
+    "node_problem", "op_callable", "places_of", "run_plan", "sample_inputs", "supported_ops",
+    "synthetic_node_weights", "synthetic_weights", "transfer", "unsupported_nodes", "wire_dtype",
 ]

@@ -3,6 +3,8 @@
 >>> from partition_lab import zoo
 >>> zoo.names()[:3]
 ['resnet152_v1', 'resnet50_v1', 'resnet50_v1_b32']
+>>> zoo.evaluation_names()[:2]
+['ssd_512_resnet50_v1_voc', 'yolo3_darknet53_voc']
 >>> mod, params = zoo.load("fcn_resnet101_ade", small=True)          # doctest: +SKIP
 >>> onnx_file = zoo.onnx_path("simple_pose_resnet152_v1b")             # doctest: +SKIP
 
@@ -11,6 +13,12 @@ exported from them (``mx.onnx``, opset 13), so both frontends see the same weigh
 in ``$PARTITION_LAB_CACHE/<version key>/`` (default ``~/.cache/partition_lab/zoo/<version
 key>/``) and are built on first use. The small variants keep what tests look at (the two
 resizes, the three deconvolutions, batch_dot with transpose_b) at a fraction of the size.
+
+Besides the field reports' models, the zoo holds evaluation models (issue 11,
+:func:`evaluation_names`): gluoncv detectors, a segmenter, a pose model and a self-attention
+segmenter, built the same way (random weights, nothing downloaded), on which partition plans are
+checked. :func:`names` leaves them out, so that code iterating over the zoo (tests, benches)
+does not build their full-size versions by accident; :func:`load` and the rest take both.
 """
 
 from __future__ import annotations
@@ -24,13 +32,15 @@ from typing import Any, Literal
 
 import numpy as np
 
+from ..errors import UnsupportedOperatorError
+
 # First: every gluoncv import below goes through this package, and gluoncv must not see torch.
 from . import _gluoncv_import  # noqa: F401
 from ._catalog import ENTRIES, ZooEntry, entry
 
 __all__ = [
-    "ZooEntry", "cache_dir", "info", "load", "mxnet_paths", "names", "onnx_path",
-    "reference_outputs", "sample_inputs",
+    "ZooEntry", "cache_dir", "evaluation_names", "info", "load", "mxnet_paths", "names",
+    "onnx_path", "reference_outputs", "sample_inputs",
 ]
 
 #: Bump when a model definition, the seeding or the export changes: old cache entries are ignored.
@@ -40,8 +50,13 @@ Frontend = Literal["mxnet", "onnx"]
 
 
 def names() -> list[str]:
-    """Names of the zoo models, in the order of the field reports."""
-    return list(ENTRIES)
+    """Names of the zoo models, in the order of the field reports (no evaluation models)."""
+    return [name for name, zoo_entry in ENTRIES.items() if not zoo_entry.evaluation]
+
+
+def evaluation_names() -> list[str]:
+    """Names of the evaluation models (issue 11): gluoncv models, not written here."""
+    return [name for name, zoo_entry in ENTRIES.items() if zoo_entry.evaluation]
 
 
 def info(name: str) -> ZooEntry:
@@ -91,9 +106,13 @@ def load(name: str, *, frontend: Frontend = "mxnet", small: bool = False) -> tup
     immutable functions) and a new params dict, so that assigning ``mod["main"] = ...`` does not
     change what the next caller gets.
     """
-    entry(name)
+    zoo_entry = entry(name)
     if frontend not in ("mxnet", "onnx"):
         raise ValueError(f"frontend must be 'mxnet' or 'onnx', not {frontend!r}")
+    if frontend not in zoo_entry.frontends:
+        raise UnsupportedOperatorError(
+            f"{name} does not load through the {frontend} frontend "
+            f"({zoo_entry.frontend_note}); use frontend={zoo_entry.frontends[0]!r}")
     import tvm
 
     mod, params = _load_cached(name, frontend, small)

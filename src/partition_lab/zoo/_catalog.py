@@ -12,6 +12,8 @@ GLUONCV = "gluoncv model_zoo"
 WRITTEN_HERE = "written here"
 REPORT_001 = "field report 001 (Inferentia / neuron-cc)"
 REPORT_000 = "field report 000 (TVM Tensor Core conv2d)"
+ISSUE_11 = "issue 11: evaluation model, not written here"
+FRONTENDS = ("mxnet", "onnx")
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,12 @@ class ZooEntry:
     #: Op counts (both sizes) that hold through the MXNet frontend only: mxnet.onnx rewrites
     #: these ops (LayerNorm into its arithmetic, batch_dot into Transpose + MatMul).
     mxnet_only_ops: Mapping[str, int] = field(default_factory=dict)
+    #: An evaluation model (issue 11): plans are checked on it, the default test suite builds
+    #: only its small variant. :func:`partition_lab.zoo.names` lists the others.
+    evaluation: bool = False
+    #: The frontends that convert the model; ``frontend_note`` says why one is missing.
+    frontends: tuple[str, ...] = FRONTENDS
+    frontend_note: str = ""
 
     def shapes(self, small: bool) -> Mapping[str, tuple[int, ...]]:
         """Input shapes of the full model or of the small variant."""
@@ -146,6 +154,93 @@ ENTRIES: dict[str, ZooEntry] = {
     ]
 }
 
+#: Evaluation models (issue 11): gluoncv models nobody here wrote, random weights, no download.
+#: Full size they are built only by bench scripts; tests use the small variants.
+EVALUATION: dict[str, ZooEntry] = {
+    entry.name: entry
+    for entry in [
+        ZooEntry(
+            "ssd_512_resnet50_v1_voc", "SSD 512 on ResNet-50 v1 (VOC), decoders and box_nms",
+            _image(1, 512), "float32", GLUONCV,
+            f"{ISSUE_11}: a detector whose post-processing (box decoding, per-class scores, "
+            "non-maximum suppression) no accelerator table supports",
+            "gluoncv's SSD block (anchors, predictors, decoders, box_nms) on a stem + two "
+            "ResNet blocks + one expander stage, 3 anchor layers, 3 classes, 64x64 input",
+            _image(1, 64),
+            {"nn.conv2d": 73, "vision.non_max_suppression": 1},
+            {"nn.conv2d": 15, "vision.non_max_suppression": 1},
+            evaluation=True, frontends=("mxnet",),
+            frontend_note="mxnet.onnx exports box_nms as NonMaxSuppression with data-dependent "
+            "shapes (ScatterND, GatherND on Shape); TVM's ONNX frontend fails in DynamicToStatic "
+            "(int64 slice end out of int32 range) and the result would not be static",
+        ),
+        ZooEntry(
+            "yolo3_darknet53_voc", "YOLOv3 on Darknet-53 (VOC), box decoding and box_nms",
+            _image(1, 416), "float32", GLUONCV,
+            f"{ISSUE_11}: the report's tiny YOLO left NMS out; this one keeps it, with the "
+            "decoding (sigmoid, exp, anchor grids) and nearest upsampling written as repeat",
+            "gluoncv's YOLOV3 block on a DarknetV3 with one residual block per stage (widths "
+            "8..256), detection blocks of 32/16/8 channels, 3 classes, 64x64 input",
+            _image(1, 64),
+            {"nn.conv2d": 75, "repeat": 4, "vision.non_max_suppression": 1},
+            {"nn.conv2d": 39, "repeat": 4, "vision.non_max_suppression": 1},
+            evaluation=True, frontends=("mxnet",),
+            frontend_note="as for SSD: mxnet.onnx's NonMaxSuppression export has data-dependent "
+            "shapes and TVM's ONNX frontend fails in DynamicToStatic (int64 slice end out of "
+            "int32 range)",
+        ),
+        ZooEntry(
+            "center_net_resnet18_v1b_voc", "CenterNet on a deconvolution ResNet-18 v1b (VOC)",
+            _image(1, 512), "float32", GLUONCV,
+            f"{ISSUE_11}: an anchor-free detector: three deconvolutions, then heatmap "
+            "max-pool NMS, topk and gather_nd decoding (integer index arithmetic)",
+            "gluoncv's CenterNet block and DeconvResnet head on a narrow ResNet (widths "
+            "8..32), deconvolutions of 16 filters, 3 classes, topk 10, 64x64 input",
+            _image(1, 64),
+            {"nn.conv2d": 29, "nn.conv2d_transpose": 3, "topk": 1, "gather_nd": 4},
+            {"nn.conv2d": 21, "nn.conv2d_transpose": 3, "topk": 1, "gather_nd": 4},
+            evaluation=True,
+        ),
+        ZooEntry(
+            "deeplab_resnet50_ade", "DeepLabV3 on a dilated ResNet-50 (ADE20K), with aux head",
+            _image(1, 480), "float32", GLUONCV,
+            f"{ISSUE_11}: a segmenter: ASPP's dilated convolutions, global-pool branch and "
+            "three resizes",
+            "two-stage ResNet with ASPP (gluoncv's dilated-conv and pooling branches, width 16), "
+            "FCN aux head, 8 classes, 64x64 input",
+            _image(1, 64),
+            {"nn.conv2d": 65, "image.resize2d": 3}, {"nn.conv2d": 17, "image.resize2d": 3},
+            evaluation=True,
+        ),
+        ZooEntry(
+            "alpha_pose_resnet101_v1b_coco",
+            "AlphaPose: FastSE-ResNet-101 (squeeze-excitation) with DUC pixel-shuffle head",
+            {"data": (1, 3, 320, 256)}, "float32", GLUONCV,
+            f"{ISSUE_11}: a pose model whose upsampling is reshape/transpose (pixel shuffle) "
+            "and whose SE blocks pool, dense and broadcast inside every stage",
+            "gluoncv's AlphaPose block and DUC head on a FastSEResNet with one SE bottleneck per "
+            "stage (planes 4..32), 64x64 input",
+            _image(1, 64),
+            {"nn.conv2d": 107, "nn.dense": 8}, {"nn.conv2d": 20, "nn.dense": 8},
+            evaluation=True,
+        ),
+        ZooEntry(
+            "danet_resnet50_citys",
+            "DANet on a dilated ResNet-50 (Cityscapes): position and channel self-attention",
+            _image(1, 480), "float32", GLUONCV,
+            f"{ISSUE_11}: the transformer-like one: self-attention over all 3600 positions "
+            "(batch_matmul + softmax) and over channels, on a CNN backbone",
+            "two-stage ResNet with gluoncv's PAM and CAM modules and DANetHead's three outputs, "
+            "8 classes, 64x64 input",
+            _image(1, 64),
+            {"nn.conv2d": 65, "nn.batch_matmul": 4, "nn.softmax": 2},
+            {"nn.conv2d": 17, "nn.batch_matmul": 4, "nn.softmax": 2},
+            evaluation=True,
+        ),
+    ]
+}
+ENTRIES.update(EVALUATION)
+
 
 def entry(name: str) -> ZooEntry:
     """The entry called ``name``; :class:`UnknownModelError` listing the names otherwise."""
@@ -226,6 +321,46 @@ def _densenet(small: bool) -> Any:
     return DenseNet(16, 8, [2, 2], classes=10) if small else _gluoncv("densenet201")
 
 
+def _ssd(small: bool) -> Any:
+    from .models import default_norm_inits, small_ssd
+
+    return small_ssd() if small else default_norm_inits(
+        _gluoncv("ssd_512_resnet50_v1_voc", pretrained_base=False))
+
+
+def _yolo3(small: bool) -> Any:
+    from .models import small_yolo3
+
+    return small_yolo3() if small else _gluoncv("yolo3_darknet53_voc", pretrained_base=False)
+
+
+def _center_net(small: bool) -> Any:
+    from .models import small_center_net
+
+    return small_center_net() if small else _gluoncv("center_net_resnet18_v1b_voc",
+                                                     pretrained_base=False)
+
+
+def _deeplab(small: bool) -> Any:
+    from .models import SmallDeepLab
+
+    return SmallDeepLab() if small else _gluoncv("deeplab_resnet50_ade", pretrained_base=False)
+
+
+def _alpha_pose(small: bool) -> Any:
+    from .models import small_alpha_pose
+
+    return small_alpha_pose() if small else _gluoncv("alpha_pose_resnet101_v1b_coco",
+                                                     pretrained_base=False)
+
+
+def _danet(small: bool) -> Any:
+    from .models import SmallDANet, use_position_attention
+
+    return SmallDANet() if small else use_position_attention(
+        _gluoncv("danet_resnet50_citys", pretrained_base=False))
+
+
 def mx_sequential(blocks: list[Any]) -> Any:
     """A HybridSequential of existing blocks, keeping their names."""
     from mxnet.gluon import nn
@@ -254,4 +389,10 @@ BUILDERS: dict[str, Builder] = {
     "mobilenetv2_1.0": _mobilenet,
     "densenet201": _densenet,
     "bert_encoder": _bert,
+    "ssd_512_resnet50_v1_voc": _ssd,
+    "yolo3_darknet53_voc": _yolo3,
+    "center_net_resnet18_v1b_voc": _center_net,
+    "deeplab_resnet50_ade": _deeplab,
+    "alpha_pose_resnet101_v1b_coco": _alpha_pose,
+    "danet_resnet50_citys": _danet,
 }
