@@ -10,6 +10,9 @@ one region, the whole graph on the GPU (the baseline a platform plan is compared
     export TOPHUB_LOCATION=NONE
     # plans under the per-device H200 roofline (tensorcore / cuda / host in float32):
     .venv/bin/python bench/gpu/export_bundles.py --out .gpu_bundle/platforms
+    # the zoo with another op-support pattern, every strategy and 8 variant plans:
+    .venv/bin/python bench/gpu/export_bundles.py --out .gpu_bundle/p_neuron2020 \\
+        --platform neuron@2020 --strategies all --variants 8
     # plans again under the measured profile, from those bundles (no TVM needed):
     .venv/bin/python bench/gpu/export_bundles.py --replan .gpu_bundle/platforms \\
         --measured src/partition_lab/cost_models/profiles/h200_measured.json --out .gpu_bundle/m
@@ -32,6 +35,8 @@ from partition_lab.errors import PlanError
 from partition_lab.executors.graph_io import Bundle, read_bundle, write_bundle
 
 STRATEGIES = ("greedy", "cost", "optimal", "all_cpu")
+#: ``--strategies all``: every registered strategy (the profiled evidence of issue 11).
+ALL_STRATEGIES = ("greedy", "min_size", "no_mac", "cost", "optimal", "all_cpu", "all_accel")
 TARGET = "tensorcore"
 BASELINE = "unpartitioned_gpu"
 #: The zoo in the order the GPU side runs it: batch 32 first, then the batch-1 models.
@@ -41,14 +46,17 @@ MODELS = ("resnet50_v1_b32", "resnet50_v1", "bert_encoder", "matmul_fp16_x100", 
 
 
 def cost_model_for(args: argparse.Namespace) -> Any:
-    """The measured-profile model if ``--measured`` is given, else the per-device H200 roofline."""
+    """The measured-profile model if ``--measured`` is given, else the platform's roofline
+    (on ``tensorcore`` the per-device H200 roofline)."""
     if args.measured:
         from partition_lab.cost_models.measured_gpu import MeasuredGpuCostModel
 
         return MeasuredGpuCostModel(args.measured)
     from partition_lab.cost_models import get_cost_model
 
-    return get_cost_model(TARGET, accel_profile="h200")
+    if args.platform == "tensorcore":
+        return get_cost_model(args.platform, accel_profile="h200")
+    return get_cost_model(args.platform)
 
 
 def baseline_plan(graph: Any, support: Support) -> PartitionPlan:
@@ -76,13 +84,15 @@ def describe(plan: PartitionPlan, cost_model: Any) -> dict[str, Any]:
 
 
 def plan_bundle(bundle: Bundle, support: Support, cost_model: Any, meta: dict[str, Any],
-                variants: int = 0) -> Bundle:
+                variants: int = 0, strategies: tuple[str, ...] = STRATEGIES) -> Bundle:
     """``bundle`` with every strategy's plan and the baseline under ``cost_model`` and the
-    predictions in meta, plus ``variants`` hand-made plans (see :func:`variant_plans`)."""
-    comparison = compare_plans(bundle.graph, support, strategies=STRATEGIES,
+    predictions in meta, plus ``variants`` hand-made plans (see :func:`variant_plans`). The
+    baseline (every op on the GPU) only where the platform's main device is not the host."""
+    comparison = compare_plans(bundle.graph, support, strategies=strategies,
                                cost_model=cost_model)
     plans = dict(comparison.plans)
-    plans[BASELINE] = baseline_plan(bundle.graph, support)
+    if not support.platform.main.is_host:
+        plans[BASELINE] = baseline_plan(bundle.graph, support)
     plans.update(variant_plans(plans["greedy"], variants))
     predicted = {name: describe(plan, cost_model) for name, plan in plans.items()}
     meta = {**meta, "cost_model": cost_model.name, "predicted": predicted,
@@ -121,25 +131,27 @@ def variant_plans(greedy: PartitionPlan, count: int, seed: int = 0) -> dict[str,
     return variants
 
 
-def export_from_zoo(name: str, small: bool, cost_model: Any, variants: int) -> Bundle:
+def export_from_zoo(name: str, small: bool, cost_model: Any, variants: int,
+                    target: str = TARGET, strategies: tuple[str, ...] = STRATEGIES) -> Bundle:
     from partition_lab import zoo
     from partition_lab.api import analyze
     from partition_lab.executors.graph_io import bindings_from_relay
 
     mod, params = zoo.load(name, small=small)
-    analysis = analyze(mod, TARGET, params=params, cost_model=cost_model, name=name)
+    analysis = analyze(mod, target, params=params, cost_model=cost_model, name=name)
     entry = zoo.info(name)
-    meta = {"model": name, "small": small, "target": TARGET, "input_dtype": entry.dtype,
+    meta = {"model": name, "small": small, "target": target, "input_dtype": entry.dtype,
             "input_shapes": {k: list(v) for k, v in entry.shapes(small).items()}}
     bundle = Bundle(analysis.graph, bindings_from_relay(analysis.relay))
-    return plan_bundle(bundle, analysis.support, cost_model, meta, variants)
+    return plan_bundle(bundle, analysis.support, cost_model, meta, variants, strategies)
 
 
-def replan(path: Path, cost_model: Any, variants: int) -> Bundle:
+def replan(path: Path, cost_model: Any, variants: int,
+           strategies: tuple[str, ...] = STRATEGIES) -> Bundle:
     old = read_bundle(path)
     support = next(iter(old.plans.values())).support
     meta = {k: v for k, v in old.meta.items() if k not in ("predicted", "comparison")}
-    return plan_bundle(old, support, cost_model, meta, variants)
+    return plan_bundle(old, support, cost_model, meta, variants, strategies)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -151,7 +163,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--replan", type=Path, help="re-plan the bundles in this folder")
     parser.add_argument("--variants", type=int, default=0,
                         help="also this many hand-made plans per model with GPU regions")
+    parser.add_argument("--platform", default=TARGET,
+                        help="the platform (op-support pattern) to prepare and plan for: "
+                             "tensorcore (default), neuron@2020, neuron, ...")
+    parser.add_argument("--strategies", nargs="*", default=list(STRATEGIES),
+                        help="strategies to plan with; 'all' = every registered strategy")
     args = parser.parse_args(argv)
+    strategies = ALL_STRATEGIES if args.strategies == ["all"] else tuple(args.strategies)
     cost_model = cost_model_for(args)
     args.out.mkdir(parents=True, exist_ok=True)
     # The GPU side runs the models in this order (the most telling first, for a cut-short run).
@@ -159,9 +177,11 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.models:
         start = time.perf_counter()
         if args.replan:
-            bundle = replan(args.replan / f"{name}.json.gz", cost_model, args.variants)
+            bundle = replan(args.replan / f"{name}.json.gz", cost_model, args.variants,
+                            strategies)
         else:
-            bundle = export_from_zoo(name, args.small, cost_model, args.variants)
+            bundle = export_from_zoo(name, args.small, cost_model, args.variants,
+                                     args.platform, strategies)
         path = write_bundle(args.out / f"{name}.json.gz", bundle)
         print(f"{name}: {len(bundle.graph)} ops, {path.stat().st_size / 1e3:.0f} kB, "
               f"{time.perf_counter() - start:.1f} s", flush=True)

@@ -1,0 +1,173 @@
+"""Time every distinct plan of every bundle end to end, all plans of one (model, platform) in turns
+(runs THERE, on the GPU machine; also here with --device cpu as a check).
+
+For the profiled-cost evidence of issue 11 (bundles from ``bench/gpu/replan_profiled.py``). Per
+bundle: seeded synthetic weights, batch norms calibrated on the input, one
+:class:`~partition_lab.executors.torch_exec.PlanExecutor` per distinct plan (non-host devices on
+the GPU, the host on the CPU, every crossing a real copy), two warm-up runs each, then rounds in
+which every plan runs once, the order rotated each round, so that a drift of the machine hits
+every plan alike (greedy's plan is one of them: each plan's median ratio to greedy's is
+drift-free). Rounds stop after ``--max-rounds`` or when the row's time share is spent (at least
+``--min-rounds``). Each plan's outputs are compared with greedy's (relative L2, worst output).
+The result is written after every bundle.
+
+    PYTHONPATH=src python3 bench/gpu/profiled_evidence.py --bundles .gpu_bundle/profiled/* \\
+        --out $OUT/gpu_profiled_run1.json --budget 330
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from partition_lab.executors.graph_io import read_bundle
+from partition_lab.executors.torch_exec import (
+    PlanExecutor,
+    calibrate_batch_norm,
+    sample_inputs,
+    synthetic_weights,
+)
+
+
+def plan_key(plan: Any) -> tuple:
+    return tuple(sorted((r.device, r.nodes) for r in plan.regions))
+
+
+def relative_error(out: list[np.ndarray], ref: list[np.ndarray]) -> float:
+    worst = 0.0
+    for a, b in zip(out, ref, strict=True):
+        if a.shape != b.shape or not (np.all(np.isfinite(a)) and np.all(np.isfinite(b))):
+            return float("inf")
+        a64, b64 = a.astype(np.float64), b.astype(np.float64)
+        worst = max(worst, float(np.linalg.norm(a64 - b64) / max(np.linalg.norm(b64), 1e-30)))
+    return worst
+
+
+def run_bundle(path: Path, device: str, cap_s: float, min_rounds: int, max_rounds: int
+               ) -> dict[str, Any]:
+    start = time.perf_counter()
+    bundle = read_bundle(path)
+    graph, bindings = bundle.graph, bundle.bindings
+    platform = next(iter(bundle.plans.values())).platform.name
+    row: dict[str, Any] = {"model": bundle.meta.get("model", path.name[:-8]),
+                           "platform": platform, "bundle": f"{path.parent.name}/{path.name}",
+                           "ops": len(graph), "plans": {}, "same_plan_as": {}}
+    weights = synthetic_weights(graph, bindings, seed=0)
+    inputs = sample_inputs(graph, seed=0)
+    calibrate_batch_norm(graph, bindings, weights, inputs, device=device)
+    seen: dict[tuple, str] = {}
+    executors: dict[str, PlanExecutor] = {}
+    order = ["greedy"] + [n for n in bundle.plans if n != "greedy"]
+    for name in order:
+        plan = bundle.plans[name]
+        key = plan_key(plan)
+        if key in seen:
+            row["same_plan_as"][name] = seen[key]
+            continue
+        seen[key] = name
+        executors[name] = PlanExecutor(graph, plan, bindings, weights, device=device)
+    outputs = {}
+    for name, executor in executors.items():
+        executor.prepare()
+        for _ in range(2):
+            outputs[name] = executor.run(inputs)
+    row["setup_s"] = time.perf_counter() - start
+    names = list(executors)
+    times: dict[str, list[float]] = {n: [] for n in names}
+    t0 = time.perf_counter()
+    for r in range(max_rounds):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            executor = executors[name]
+            a = executor._clock()
+            executor.run(inputs)
+            times[name].append(executor._clock() - a)
+        if r + 1 >= min_rounds and time.perf_counter() - t0 > cap_s:
+            break
+    base = statistics.median(times["greedy"])
+    for name in names:
+        t = times[name]
+        plan = bundle.plans[name]
+        row["plans"][name] = {
+            "median_s": statistics.median(t), "min_s": min(t), "times_s": t,
+            "ratio_to_greedy": statistics.median(t) / base,
+            "error_vs_greedy": relative_error(outputs[name], outputs["greedy"]),
+            "ops_per_device": plan.ops_per_device(),
+            "regions_per_device": {d: len(plan.regions_on(d)) for d in plan.platform.names},
+            "crossings": len(executors[name].crossings()),
+        }
+    row["rounds"] = len(times["greedy"])
+    row["timing_s"] = time.perf_counter() - t0
+    row["elapsed_s"] = time.perf_counter() - start
+    del executors, outputs, weights
+    if device.startswith("cuda"):
+        torch.cuda.empty_cache()
+    return row
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--bundles", type=Path, nargs="+", required=True, help="folders")
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--budget", type=float, default=330.0, help="seconds in all")
+    parser.add_argument("--row-cap", type=float, default=6.0,
+                        help="most seconds of timing rounds per bundle")
+    parser.add_argument("--min-rounds", type=int, default=5)
+    parser.add_argument("--max-rounds", type=int, default=30)
+    parser.add_argument("--label", default="", help="a name for this run (machine instance)")
+    args = parser.parse_args(argv)
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+    start = time.perf_counter()
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from profile_bundles import bundle_paths
+
+    paths = bundle_paths(args.bundles)
+    result: dict[str, Any] = {
+        "label": args.label, "device": args.device, "torch": torch.__version__,
+        "gpu": torch.cuda.get_device_name() if args.device != "cpu" else None,
+        "cpu_threads": torch.get_num_threads(), "command": " ".join(sys.argv), "rows": []}
+
+    def write() -> None:
+        result["elapsed_s"] = time.perf_counter() - start
+        tmp = args.out.with_suffix(".tmp")
+        tmp.write_text(json.dumps(result))
+        tmp.replace(args.out)
+
+    for i, path in enumerate(paths):
+        left = args.budget - (time.perf_counter() - start)
+        if left <= 5:
+            result["rows"].append({"bundle": f"{path.parent.name}/{path.name}",
+                                   "skipped": "time budget reached"})
+            continue
+        # each remaining row gets an equal share; setup takes about a third of a row's time
+        cap = max(1.0, min(args.row_cap, left / (len(paths) - i) * 0.6))
+        try:
+            row = run_bundle(path, args.device, cap, args.min_rounds, args.max_rounds)
+        except Exception as err:  # noqa: BLE001 - keep the other bundles' evidence
+            row = {"bundle": f"{path.parent.name}/{path.name}",
+                   "error": f"{type(err).__name__}: {err}"}
+            print(f"  {path} failed: {row['error']}", flush=True)
+            if args.device.startswith("cuda"):
+                torch.cuda.empty_cache()
+        else:
+            ratios = " ".join(f"{n}={p['ratio_to_greedy']:.3f}" for n, p in row["plans"].items())
+            print(f"[{time.perf_counter() - start:.0f} s] {row['bundle']}: {len(row['plans'])} "
+                  f"plans, {row['rounds']} rounds, greedy "
+                  f"{row['plans']['greedy']['median_s'] * 1e3:.3f} ms; {ratios}", flush=True)
+        result["rows"].append(row)
+        write()
+    write()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
