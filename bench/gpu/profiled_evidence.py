@@ -123,9 +123,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--min-rounds", type=int, default=5)
     parser.add_argument("--max-rounds", type=int, default=30)
     parser.add_argument("--label", default="", help="a name for this run (machine instance)")
+    parser.add_argument("--tf32", choices=("default", "off"), default="default",
+                        help="float32 convolutions and matmuls: torch's defaults (cuDNN may use "
+                             "TF32, as when the profile was measured) or TF32 off (IEEE)")
     args = parser.parse_args(argv)
-    torch.backends.cudnn.allow_tf32 = False
-    torch.backends.cuda.matmul.allow_tf32 = False
+    if args.tf32 == "off":
+        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cuda.matmul.allow_tf32 = False
     start = time.perf_counter()
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from profile_bundles import bundle_paths
@@ -134,7 +138,10 @@ def main(argv: list[str] | None = None) -> int:
     result: dict[str, Any] = {
         "label": args.label, "device": args.device, "torch": torch.__version__,
         "gpu": torch.cuda.get_device_name() if args.device != "cpu" else None,
-        "cpu_threads": torch.get_num_threads(), "command": " ".join(sys.argv), "rows": []}
+        "cpu_threads": torch.get_num_threads(), "command": " ".join(sys.argv),
+        "float32_math": {"cudnn.allow_tf32": torch.backends.cudnn.allow_tf32,
+                         "cuda.matmul.allow_tf32": torch.backends.cuda.matmul.allow_tf32},
+        "rows": []}
 
     def write() -> None:
         result["elapsed_s"] = time.perf_counter() - start
