@@ -9,7 +9,8 @@ which every plan runs once, the order rotated each round, so that a drift of the
 every plan alike (greedy's plan is one of them: each plan's median ratio to greedy's is
 drift-free). Rounds stop after ``--max-rounds`` or when the row's time share is spent (at least
 ``--min-rounds``). Each plan's outputs are compared with greedy's (relative L2, worst output).
-The result is written after every bundle.
+The result is written after every bundle. Float32 math: torch's defaults (as the profile measured; cuDNN may use
+TF32), or TF32 off with ``--tf32 off``.
 
     PYTHONPATH=src python3 bench/gpu/profiled_evidence.py --bundles .gpu_bundle/profiled/* \\
         --out $OUT/gpu_profiled_run1.json --budget 330
