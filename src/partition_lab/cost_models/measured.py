@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .._io import write_json_atomic
 from ..core.graph import OpGraph, OpNode
 from ..errors import ProfileError
 from .base import CostModel
@@ -101,19 +100,9 @@ def load_measurements(path: str | Path) -> Measurements:
 def save_measurements(path: str | Path, table: Mapping[str, float],
                       meta: Mapping[str, Any] | None = None) -> Path:
     """Write a cache atomically (a temporary file in the same folder, then a rename)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     payload = {"schema": SCHEMA, "meta": dict(meta or {}),
                "times_s": {k: float(table[k]) for k in sorted(table)}}
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(payload, handle, indent=1)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    return write_json_atomic(path, payload)
 
 
 class MeasuredCpuCostModel:

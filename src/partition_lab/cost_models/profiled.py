@@ -54,7 +54,6 @@ the signatures M does not have predicts the signatures it has.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import statistics
@@ -66,6 +65,7 @@ from typing import Any
 
 import numpy as np
 
+from .._io import write_json_atomic
 from ..core.graph import OpGraph, OpNode, TensorType
 from ..core.ops import op_class
 from ..errors import ProfileError
@@ -1292,18 +1292,5 @@ def cache_from_measured_gpu(data: Mapping[str, Any] | str | Path | None = None, 
 
 def write_profile_cache(path: str | Path, cache: Mapping[str, Any]) -> Path:
     """Write ``cache`` as JSON atomically (a temporary file, then a rename)."""
-    import os
-    import tempfile
-
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(cache, handle, indent=1)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    return write_json_atomic(path, cache)
 

@@ -36,12 +36,12 @@ import datetime
 import json
 import math
 import os
-import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .._io import write_json_atomic
 from ..errors import ProfileError
 
 SCHEMA = "partition_lab.profile_cache/1"
@@ -266,15 +266,7 @@ class ProfileCache:
                 on_disk = ProfileCache.load(path)
                 on_disk.merge(self)
                 self._adopt(on_disk)
-            text = json.dumps(self.to_dict(), indent=1)
-            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-            try:
-                with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                    handle.write(text + "\n")
-                os.replace(tmp, path)
-            except BaseException:
-                Path(tmp).unlink(missing_ok=True)
-                raise
+            write_json_atomic(path, self.to_dict())
         return path
 
     def _adopt(self, merged: ProfileCache) -> None:

@@ -17,15 +17,14 @@ needs no TVM; the TVM runners live in :mod:`partition_lab.profiling.tvm_runners`
 
 from __future__ import annotations
 
-import platform as _platform
 import statistics
 import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
+from .._io import cpu_name
 from ..core.graph import OpNode
 from ..errors import ProfileError
 
@@ -100,17 +99,6 @@ class Runner:
 
     def close(self) -> None:
         """Release what the runner holds (sessions, memory)."""
-
-
-def cpu_name() -> str:
-    """The host CPU's model name."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return _platform.processor() or _platform.machine() or "cpu"
 
 
 def infer_refs(node: OpNode) -> tuple[Any, ...]:

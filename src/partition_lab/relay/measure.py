@@ -9,7 +9,6 @@ on disk keyed by signature and by this machine's CPU model, so a model is measur
 from __future__ import annotations
 
 import os
-import platform
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -18,6 +17,7 @@ import tvm
 from tvm import relay
 from tvm.contrib import graph_executor
 
+from .._io import cpu_name
 from .relay_graph import RelayGraph
 from .runtime import build_for_cpu
 
@@ -27,7 +27,7 @@ ProgressFn = Callable[[int, int, str], None]
 def cache_path() -> Path:
     """Where measurements are cached: ``$PARTITION_LAB_CACHE/measurements/<cpu>.json``."""
     root = Path(os.environ.get("PARTITION_LAB_CACHE", Path.home() / ".cache" / "partition_lab"))
-    cpu = _cpu_name().replace(" ", "_").replace("/", "_")[:60] or "cpu"
+    cpu = cpu_name().replace(" ", "_").replace("/", "_")[:60] or "cpu"
     return root / "measurements" / f"{cpu}.json"
 
 
@@ -61,7 +61,7 @@ def measure_cpu_ops(
             progress(done, len(todo), rg.graph[node].op)
         table[sig] = time_single_op(rg.calls[node], number=number, repeat=repeat)
     if todo:
-        save_measurements(cache, table, {"cpu": _cpu_name(), "tvm": tvm.__version__,
+        save_measurements(cache, table, {"cpu": cpu_name(), "tvm": tvm.__version__,
                                          "method": "relay.build(llvm) per op, time_evaluator median"})
     return {sig: table[sig] for sig in wanted}
 
@@ -95,11 +95,3 @@ def time_single_op(call: relay.Call, *, number: int = 5, repeat: int = 3) -> flo
     return float(np.median(timer().results))
 
 
-def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()

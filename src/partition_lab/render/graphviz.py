@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import os
 import subprocess
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
 import graphviz
 
+from .._io import write_atomic
 from ..core.plan import PartitionPlan
 from ..cost_models.base import CostBreakdown
 from ..errors import PartitionLabError
@@ -107,22 +107,3 @@ def _checked_output(path: str | os.PathLike[str]) -> Path:
     return path
 
 
-def write_atomic(path: str | os.PathLike[str], data: bytes) -> Path:
-    """Write ``data`` to ``path`` through a temporary file in the same directory and a rename."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual permissions
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
-
-
-def _umask() -> int:
-    mask = os.umask(0)  # reading the umask means setting it; put it straight back
-    os.umask(mask)
-    return mask
