@@ -170,6 +170,18 @@ def interleaved(executors: dict[str, Any], inputs: dict[str, np.ndarray], rounds
         executor.prepare()
         for _ in range(2):
             executor.run(inputs)
+    times = timed_in_turns(executors, inputs, rounds, max_seconds, min_rounds)
+    base = statistics.median(times[names[0]])
+    return {name: {"median_s": statistics.median(t), "min_s": min(t),
+                   "ratio_to_unpartitioned": statistics.median(t) / base, "times_s": t}
+            for name, t in times.items()} | {"rounds": len(times[names[0]])}
+
+
+def timed_in_turns(executors: dict[str, Any], inputs: dict[str, np.ndarray], rounds: int,
+                   max_seconds: float, min_rounds: int) -> dict[str, list[float]]:
+    """End-to-end seconds of each (prepared, warm) executor, one run of each per round in an
+    order rotated every round, until ``rounds`` or ``max_seconds`` after ``min_rounds``."""
+    names = list(executors)
     times: dict[str, list[float]] = {name: [] for name in names}
     start = time.perf_counter()
     for r in range(rounds):
@@ -180,10 +192,7 @@ def interleaved(executors: dict[str, Any], inputs: dict[str, np.ndarray], rounds
             times[name].append(executor._clock() - t0)
         if r + 1 >= min_rounds and time.perf_counter() - start > max_seconds:
             break
-    base = statistics.median(times[names[0]])
-    return {name: {"median_s": statistics.median(t), "min_s": min(t),
-                   "ratio_to_unpartitioned": statistics.median(t) / base, "times_s": t}
-            for name, t in times.items()} | {"rounds": len(times[names[0]])}
+    return times
 
 
 def _float32_math_settings() -> dict[str, Any]:

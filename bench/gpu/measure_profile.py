@@ -40,6 +40,7 @@ from partition_lab.cost_models.measured import op_signature
 from partition_lab.cost_models.measured_gpu import SCHEMA
 from partition_lab.executors.graph_io import ArgRef, read_bundle
 from partition_lab.executors.torch_exec import PlanExecutor, RunTimings, op_callable, transfer
+from partition_lab.profiling.runners import relu_chain
 
 SIZES = [2 ** k for k in range(8, 29, 2)]  # 256 B .. 256 MiB
 
@@ -250,13 +251,7 @@ def measure_executor_overhead(device: str, length: int = 200) -> dict[str, dict[
     """
     result = {}
     for kind, dev in (("accel", device), ("cpu", "cpu")):
-        builder = OpGraphBuilder("relu_chain")
-        handle = builder.input("x", TensorType((16,), "float32"))
-        for _ in range(length):
-            handle = builder.op("nn.relu", [handle])
-        graph = builder.build(outputs=[handle])
-        bindings = tuple((ArgRef("tensor", key="input:x" if i == 0 else f"nn.relu_{i - 1}:0"),)
-                         for i in range(length))
+        graph, bindings = relu_chain(length)
         executor = PlanExecutor(graph, None, bindings, {}, device=dev)
         inputs = {"x": np.ones(16, dtype="float32")}
         per_op = time_calls(lambda e=executor, i=inputs: e.run(i), dev, 0.05, 200) / length

@@ -24,6 +24,9 @@ from typing import Any
 
 from partition_lab.executors.graph_io import read_bundle
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling bench scripts
+from report import write_report  # noqa: E402
+
 WITHIN = 0.10  #: a batch-1 tensorcore plan must run within 10% of the unpartitioned graph
 STRATEGIES = ("greedy", "cost", "optimal")
 DEVICES = ("tensorcore", "cuda", "cpu")
@@ -367,15 +370,8 @@ def main(argv: list[str] | None = None) -> int:
     versions = args.versions.read_text().strip().replace("\n", "; ") if args.versions else ""
     report = build(args.bundles, args.evidence, args.repeat, args.previous, versions,
                    args.command, args.note, args.device_time)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.with_suffix(".json").write_text(json.dumps(report, indent=1, default=_finite))
-    args.out.with_suffix(".md").write_text(markdown(report))
-    print(markdown(report))
+    write_report(args.out, report, markdown(report))
     return 0
-
-
-def _finite(value: Any) -> Any:
-    return None if isinstance(value, float) and not math.isfinite(value) else str(value)
 
 
 if __name__ == "__main__":

@@ -26,7 +26,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
 from partition_lab.executors.graph_io import read_bundle
@@ -37,19 +36,8 @@ from partition_lab.executors.torch_exec import (
     synthetic_weights,
 )
 
-
-def plan_key(plan: Any) -> tuple:
-    return tuple(sorted((r.device, r.nodes) for r in plan.regions))
-
-
-def relative_error(out: list[np.ndarray], ref: list[np.ndarray]) -> float:
-    worst = 0.0
-    for a, b in zip(out, ref, strict=True):
-        if a.shape != b.shape or not (np.all(np.isfinite(a)) and np.all(np.isfinite(b))):
-            return float("inf")
-        a64, b64 = a.astype(np.float64), b.astype(np.float64)
-        worst = max(worst, float(np.linalg.norm(a64 - b64) / max(np.linalg.norm(b64), 1e-30)))
-    return worst
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling bench scripts
+from evidence import plan_key, relative_error, timed_in_turns  # noqa: E402
 
 
 def run_bundle(path: Path, device: str, cap_s: float, min_rounds: int, max_rounds: int
@@ -82,16 +70,8 @@ def run_bundle(path: Path, device: str, cap_s: float, min_rounds: int, max_round
             outputs[name] = executor.run(inputs)
     row["setup_s"] = time.perf_counter() - start
     names = list(executors)
-    times: dict[str, list[float]] = {n: [] for n in names}
     t0 = time.perf_counter()
-    for r in range(max_rounds):
-        for name in names[r % len(names):] + names[:r % len(names)]:
-            executor = executors[name]
-            a = executor._clock()
-            executor.run(inputs)
-            times[name].append(executor._clock() - a)
-        if r + 1 >= min_rounds and time.perf_counter() - t0 > cap_s:
-            break
+    times = timed_in_turns(executors, inputs, max_rounds, cap_s, min_rounds)
     base = statistics.median(times["greedy"])
     for name in names:
         t = times[name]

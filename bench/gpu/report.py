@@ -297,11 +297,16 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     report = build_report(args.bundles, args.evidence, args.profile, args.command, args.note,
                           args.numerics)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.with_suffix(".json").write_text(json.dumps(report, indent=1, default=_finite))
-    args.out.with_suffix(".md").write_text(markdown(report))
-    print(markdown(report))
+    write_report(args.out, report, markdown(report))
     return 0
+
+
+def write_report(out: Path, report: dict[str, Any], text: str) -> None:
+    """``out``.json (non-finite floats as null) and ``out``.md, and the markdown on stdout."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".json").write_text(json.dumps(report, indent=1, default=_finite))
+    out.with_suffix(".md").write_text(text)
+    print(text)
 
 
 def _finite(value: Any) -> Any:

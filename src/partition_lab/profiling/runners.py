@@ -252,15 +252,19 @@ class TorchRunner(Runner):
         self._sync()
         single = max(time.perf_counter() - start, 1e-7)
         calls = int(min(max(self.batch_s / single, 1), self.max_calls))
+        return Timing.from_samples(self._batches(fn, calls, self.repeats))
+
+    def _batches(self, fn: Callable[[], Any], calls: int, repeats: int) -> list[float]:
+        """Seconds per call of ``repeats`` back-to-back batches of ``calls``, each synced."""
         samples = []
-        for _ in range(self.repeats):
+        for _ in range(repeats):
             self._sync()
             start = time.perf_counter()
             for _ in range(calls):
                 fn()
             self._sync()
             samples.append((time.perf_counter() - start) / calls)
-        return Timing.from_samples(samples)
+        return samples
 
     def _sync(self) -> None:
         if self.kind == "cuda":
@@ -367,33 +371,17 @@ class TorchRunner(Runner):
     def _call_time(self, fn: Callable[[], Any], calls: int = 200) -> float:
         """Median over 7 batches of ``calls`` back-to-back calls, seconds per call."""
         fn()
-        samples = []
-        for _ in range(7):
-            self._sync()
-            start = time.perf_counter()
-            for _ in range(calls):
-                fn()
-            self._sync()
-            samples.append((time.perf_counter() - start) / calls)
-        return statistics.median(samples)
+        return statistics.median(self._batches(fn, calls, 7))
 
     def _chain_time(self, length: int, *, split: bool) -> float:
         """Seconds of one executor run of a chain of ``length`` tiny relus (median)."""
         import numpy as np
 
-        from ..core.graph import OpGraphBuilder, TensorType
         from ..core.plan import PartitionPlan, Support, Verdict
         from ..core.platform import get_platform
-        from ..executors.graph_io import ArgRef
         from ..executors.torch_exec import PlanExecutor
 
-        builder = OpGraphBuilder("relu_chain")
-        handle = builder.input("x", TensorType((16,), "float32"))
-        for _ in range(length):
-            handle = builder.op("nn.relu", [handle])
-        graph = builder.build(outputs=[handle])
-        bindings = tuple((ArgRef("tensor", key="input:x" if i == 0 else f"nn.relu_{i - 1}:0"),)
-                         for i in range(length))
+        graph, bindings = relu_chain(length)
         tensorcore = get_platform("tensorcore")
         support = Support(tensorcore, {d: [Verdict(True, "probe")] * length
                                        for d in tensorcore.names})
@@ -405,6 +393,22 @@ class TorchRunner(Runner):
         executor = PlanExecutor(graph, plan, bindings, {}, device=self.device)
         inputs = {"x": np.ones(16, dtype="float32")}
         return self._call_time(lambda: executor.run(inputs), calls=20)
+
+
+def relu_chain(length: int) -> tuple[Any, tuple]:
+    """A chain of ``length`` relus on a 16-float tensor, with the executor's argument bindings:
+    the probe whose per-op time is the executor's own overhead."""
+    from ..core.graph import OpGraphBuilder, TensorType
+    from ..executors.graph_io import ArgRef
+
+    builder = OpGraphBuilder("relu_chain")
+    handle = builder.input("x", TensorType((16,), "float32"))
+    for _ in range(length):
+        handle = builder.op("nn.relu", [handle])
+    graph = builder.build(outputs=[handle])
+    bindings = tuple((ArgRef("tensor", key="input:x" if i == 0 else f"nn.relu_{i - 1}:0"),)
+                     for i in range(length))
+    return graph, bindings
 
 
 def _island_wakeup(trials: int = 40) -> float:
