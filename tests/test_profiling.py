@@ -565,10 +565,9 @@ def test_cli_profile_zoo_model_end_to_end(tmp_path: Path, capsys: pytest.Capture
     assert ProfileCache.load(cache).binding("tensorcore@ci") == data.binding("tensorcore")
 
 
+@needs_torch
 def test_cli_profile_bundle_without_tvm(tmp_path: Path) -> None:
     """Where the devices are there is no TVM: a bundle profiles with torch alone."""
-    if not HAS_TORCH:
-        pytest.skip("torch is not installed")
     bundle = write_bundle(tmp_path / "tiny.json.gz", small_bundle())
     cache = tmp_path / "cache.json"
     code = ("import sys; sys.modules['tvm'] = None; from partition_lab.cli import main; "
