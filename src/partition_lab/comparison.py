@@ -41,7 +41,7 @@ from .core.graph import OpGraph
 from .core.plan import PartitionPlan, Support, Verdict, as_support
 from .cost_models.base import CostBreakdown, CostModel, evaluate
 from .strategies import NotApplicableError, Strategy, available_strategies, get_strategy
-from .strategies.costing import CostTables
+from .strategies.costing import UNCERTAINTY_METHODS, CostTables
 from .strategies.robust import plan_sigma
 
 SCHEMA = "partition_lab.compare/2"
@@ -190,7 +190,9 @@ def compare_plans(
     chosen = [get_strategy(s) if isinstance(s, str) else s
               for s in (strategies if strategies is not None else available_strategies())]
     support = as_support(support, target)
-    tables = CostTables(graph, cost_model, support.platform)
+    # The plans' uncertainty needs every op priced on every device: only when the model has one.
+    tables = (CostTables(graph, cost_model, support.platform)
+              if any(hasattr(cost_model, m) for m in UNCERTAINTY_METHODS) else None)
     is_measured = getattr(cost_model, "is_measured", None)
     rows: list[ComparisonRow] = []
     comparison = Comparison(graph, support.platform.name, cost_model.name, rows,
@@ -218,7 +220,7 @@ def compare_plans(
             transfer_s=cost.transfer, overhead_s=cost.overhead, total_s=cost.total,
             partition_s=elapsed, notes=tuple(plan.notes), ops_by_device=plan.ops_per_device(),
             compute_by_device_s=cost.compute_by_device(),
-            total_sigma_s=_plan_sigma(tables, plan) if tables.uncertain else None,
+            total_sigma_s=_plan_sigma(tables, plan) if tables is not None else None,
             ops_measured=(sum(bool(is_measured(graph[d.node], d.device)) for d in plan.decisions)
                           if is_measured else None)))
     return comparison

@@ -137,10 +137,6 @@ class Support:
         """Whether regions on ``device`` must hold an anchor op."""
         return any(v.anchor for v in self.table[device])
 
-    def rejection(self, node: int, device: int) -> Verdict:
-        """The verdict of ``device`` for ``node`` (used to explain why it is not there)."""
-        return self.table[device][node]
-
 
 def host_verdict() -> Verdict:
     return Verdict(True, "runs on the host", "host")

@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import os
 import tomllib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -165,11 +165,6 @@ class Platform:
         """Distinct (memory, precision) domains, in device order."""
         return list(dict.fromkeys(d.domain for d in self.devices))
 
-    def link(self, a: str, b: str) -> Link | None:
-        """The link between memory spaces ``a`` and ``b`` (None if none is declared)."""
-        key = frozenset((a, b))
-        return next((lk for lk in self.links if lk.memories == key), None)
-
     def prepare_steps(self) -> tuple[str, ...]:
         """The Relay preparation steps every device asks for, in order, once each."""
         steps: list[str] = []
@@ -178,9 +173,6 @@ class Platform:
                 if step not in steps:
                     steps.append(step)
         return tuple(steps)
-
-    def with_devices(self, devices: Iterable[Device]) -> Platform:
-        return replace(self, devices=tuple(devices))
 
     def describe(self) -> str:
         lines = [f"platform {self.name}: {self.description}".rstrip(": ")]

@@ -117,11 +117,6 @@ class Assignment:
             self.device[n] = self.support.fallback(n, self.device[n])
             self.reasons[n] = reason
 
-    def move_to_cpu(self, nodes: Iterable[int], reason: Reason) -> None:
-        self.move(nodes, self.host, reason)
-        for n in nodes:
-            self.reasons[n] = reason
-
     def copy(self) -> Assignment:
         return Assignment(self.graph, self.support, list(self.device), dict(self.reasons))
 

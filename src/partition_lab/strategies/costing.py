@@ -19,6 +19,9 @@ from ..core.graph import OpGraph
 from ..core.platform import Platform
 from ..cost_models.base import CostModel
 
+#: The uncertainty interface of a cost model (see :mod:`partition_lab.strategies.robust`).
+UNCERTAINTY_METHODS = ("op_sigma", "transfer_sigma", "overhead_sigma")
+
 
 class CostTables:
     """Per-(device, node) and per-tensor times of one graph under one cost model.
@@ -92,9 +95,8 @@ class CostTables:
         every copy (the largest over domain pairs, priced for a 1 MB tensor: copies of one link
         share their error).
         """
-        op_sigma = getattr(model, "op_sigma", None)
-        transfer_sigma = getattr(model, "transfer_sigma", None)
-        overhead_sigma = getattr(model, "overhead_sigma", None)
+        op_sigma, transfer_sigma, overhead_sigma = (getattr(model, m, None)
+                                                    for m in UNCERTAINTY_METHODS)
         self.uncertain = any(f is not None for f in (op_sigma, transfer_sigma, overhead_sigma))
         self.sigma = [[op_sigma(node, name) for node in graph] if op_sigma else
                       [0.0] * len(graph) for name in names]
