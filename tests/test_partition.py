@@ -209,3 +209,18 @@ def test_plan_json_round_trips() -> None:
     assert again.decisions == result.plan.decisions
     assert data["schema"] == "partition_lab.plan/2"
     assert [d["name"] for d in data["devices"]] == ["neuron", "cpu"]
+
+
+@pytest.mark.slow
+def test_the_default_strategy_is_cost_with_a_profile_and_greedy_without() -> None:
+    from partition_lab.cost_models.profiled import ProfiledCostModel, cache_from_measured_gpu
+
+    mod, params = zoo.load("resnet50_v1", small=True)
+    profiled = partition_lab.partition(mod, "tensorcore", params=params,
+                                       profile_cache=cache_from_measured_gpu())
+    assert profiled.plan.strategy == "cost"
+    assert isinstance(profiled.cost_model, ProfiledCostModel)
+    assert partition_lab.partition(mod, "tensorcore", params=params).plan.strategy == "greedy"
+    named = partition_lab.partition(mod, "tensorcore", params=params, strategy="greedy",
+                                    profile_cache=cache_from_measured_gpu())
+    assert named.plan.strategy == "greedy"

@@ -8,6 +8,7 @@ per op class) with seeded log-normal noise, so the fit can be checked against th
 from __future__ import annotations
 
 import math
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -18,6 +19,7 @@ from partition_lab.core.platform import get_platform
 from partition_lab.cost_models import evaluate, get_cost_model, op_signature
 from partition_lab.cost_models.measured_gpu import MeasuredGpuCostModel
 from partition_lab.cost_models.profiled import (
+    MIN_RATIO,
     SCHEMA,
     ProfiledCostModel,
     cache_from_measured_gpu,
@@ -363,3 +365,74 @@ def test_docstring_examples_run() -> None:
 
     result = doctest.testmod(profiled)
     assert result.attempted >= 3 and result.failed == 0
+
+
+# ---------------------------------------------------------------------------- in-graph times
+def with_in_graph(cache: dict, graph_name: str, factor: dict[str, float], *,
+                  jitter: float = 0.0, seed: int = 1) -> dict:
+    """``cache`` where every op of ``graph_name`` also has a time inside that model's graph:
+    its priced-alone time (median plus overheads) times ``factor[op class]``, with log-normal
+    ``jitter``, as a whole-graph run on each entry would have recorded it."""
+    import copy
+
+    rng = np.random.default_rng(seed)
+    out = copy.deepcopy(cache)
+    for entry in out["devices"].values():
+        per_op = entry["overheads"].get("per_op_s", 0.0)
+        floor = entry["overheads"].get("op_floor_s") if entry["kind"] != "cpu" else None
+        for rec in entry["ops"].values():
+            if graph_name not in rec["models"]:
+                continue
+            alone = max(rec["median_s"], floor) if floor else rec["median_s"] + per_op
+            rec["in_graph_s"] = {graph_name: alone * factor[rec["class"]]
+                                 * math.exp(rng.normal(0, jitter))}
+        entry["graphs"] = {graph_name: {"total_s": 1e-3, "ops": 10, "runs": 5}}
+    return out
+
+
+def test_an_op_measured_inside_a_graph_is_priced_at_that_time(graphs) -> None:
+    cache = with_in_graph(synthetic_cache(graphs), "resnet_128",
+                          {"matrix": 1.3, "vector": 2.0, "data": 2.5})
+    model = ProfiledCostModel(cache, "tensorcore")
+    for node in graphs["resnet_128"]:
+        recorded = cache["devices"][CPU]["ops"][op_signature(node)]["in_graph_s"]["resnet_128"]
+        assert model.op_time(node, "cpu") == pytest.approx(recorded)
+        assert model.op_times([node], "cpu") == [pytest.approx(recorded)]
+        assert "inside whole-graph runs of resnet_128" in model.explain(node, "cpu")
+
+
+def test_other_ops_take_their_class_ratio_and_its_measured_spread(graphs) -> None:
+    """Ops without an in-graph time: alone (with overheads) x the median in-graph / alone ratio
+    of their op class; the spread of those ratios replaces the assumed in-graph sigma."""
+    base = synthetic_cache(graphs)
+    plain = ProfiledCostModel(base, "tensorcore")
+    factor = {"matrix": 1.3, "vector": 2.0, "data": 2.5}
+    model = ProfiledCostModel(with_in_graph(base, "resnet_128", factor, jitter=0.2), "tensorcore")
+    own = {op_signature(n) for n in graphs["resnet_128"]}
+    others = [n for n in graphs["chain_16_56"] if op_signature(n) not in own]
+    assert {op_class(n) for n in others} >= {"vector"}
+    counts = Counter(cache_class for cache_class in (
+        rec["class"] for rec in model.cache["devices"][CPU]["ops"].values() if "in_graph_s" in rec))
+    assert counts["vector"] >= MIN_RATIO and counts["data"] < MIN_RATIO
+    for node in others:
+        ratio = model.op_time(node, "cpu") / plain.op_time(node, "cpu")
+        cls = op_class(node)
+        if counts[cls] >= MIN_RATIO:  # the class's own median, drawn around factor (sd 0.2)
+            assert ratio == pytest.approx(factor[cls], rel=0.25), node.op
+        else:  # too few of its class: the median over every class
+            assert min(factor.values()) * 0.8 < ratio < max(factor.values()) * 1.2, node.op
+        assert "median in-graph / alone ratio" in model.explain(node, "cpu")
+        assert model.op_sigma(node, "cpu") == pytest.approx(
+            math.hypot(model.entry_of("cpu").spread[op_signature(node)],
+                       model._ratio(model.entry_of("cpu"), op_class(node))[1]))
+    spreads = [model._ratio(model.entry_of("cpu"), c)[1] for c in ("vector", "matrix")]
+    assert all(0.1 < s < 0.3 for s in spreads), spreads  # the jitter's 0.2, measured
+
+
+def test_without_graph_runs_nothing_changes(graphs) -> None:
+    cache = synthetic_cache(graphs)
+    model = ProfiledCostModel(cache, "tensorcore")
+    node = graphs["chain_16_56"][0]
+    assert model._ratio(model.entry_of("cpu"), op_class(node)) == (1.0, None)
+    assert model.op_sigma(node, "cpu") == pytest.approx(
+        math.hypot(model.entry_of("cpu").spread[op_signature(node)], 0.25))

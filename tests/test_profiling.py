@@ -624,3 +624,60 @@ def test_cli_profile_help_examples_parse(capsys: pytest.CaptureFixture[str]) -> 
     for argv in examples:
         args = build_parser().parse_args(argv)  # raises UsageError on a flag that does not exist
         assert args.command == "profile"
+
+
+# ---------------------------------------------------------------------------- whole graphs
+def test_in_graph_times_round_trip_and_merge_per_model() -> None:
+    first = entry(relu=stats(1e-5, models=("a",)))
+    first.ops["relu"].in_graph = {"a": 3e-5}
+    first.graphs = {"a": {"total_s": 1e-3, "ops": 4, "runs": 5}}
+    second = entry(relu=stats(1e-5, runs=9, models=("b",)))
+    second.ops["relu"].in_graph = {"b": 4e-5}
+    second.graphs = {"b": {"total_s": 2e-3, "ops": 4, "runs": 5}}
+    cache = ProfileCache({first.key: first})
+    cache.merge(ProfileCache({second.key: second}))
+    merged = cache.devices[first.key]
+    assert merged.ops["relu"].runs == 9  # the newer measurement replaced the old one...
+    assert merged.ops["relu"].in_graph == {"a": 3e-5, "b": 4e-5}  # ...but no model's graph time
+    assert set(merged.graphs) == {"a", "b"}
+    again = ProfileCache.from_dict(json.loads(json.dumps(cache.to_dict())))
+    assert again.devices[first.key].ops["relu"].in_graph == {"a": 3e-5, "b": 4e-5}
+    assert again.devices[first.key].graphs["b"]["total_s"] == 2e-3
+    bad = cache.to_dict()
+    bad["devices"][first.key]["ops"]["relu"]["in_graph_s"] = {"a": -1.0}
+    with pytest.raises(ProfileError, match=r"in_graph_s"):
+        ProfileCache.from_dict(bad)
+
+
+@needs_torch
+def test_torch_runner_times_a_whole_graph_and_each_op_inside_it() -> None:
+    from partition_lab.profiling import TorchRunner
+
+    graph, bindings = small_graph()
+    timing = TorchRunner("cpu", **FAST_TORCH).measure_graph(graph, bindings, runs=3)
+    assert timing.runs == 3 and timing.ops == len(graph)
+    assert set(timing.in_graph_s) == {op_signature(n) for n in graph.nodes}
+    assert all(t > 0 for t in timing.in_graph_s.values())
+    # each op's slot is a share of one run: together no more than the run itself
+    assert sum(timing.in_graph_s.values()) <= timing.total_s * 1.2
+    # the dense layer (8 MFLOP) takes longer inside the graph than the 16-float relu
+    dense, relu = (op_signature(graph[i]) for i in (0, 1))
+    assert timing.in_graph_s[dense] > timing.in_graph_s[relu]
+
+
+@needs_torch
+def test_profile_keeps_the_whole_graph_run(tmp_path: Path) -> None:
+    from partition_lab.profiling import profile
+
+    cache = tmp_path / "cache.json"
+    result = profile(small_bundle(), device="cpu", cache=cache, runner_options=FAST_TORCH,
+                     name="m1")
+    key = result.bindings["cpu"]
+    stored = ProfileCache.load(cache).devices[key]
+    assert set(stored.graphs) == {"m1"} and stored.graphs["m1"]["ops"] == 4
+    assert all(set(s.in_graph) == {"m1"} for s in stored.ops.values())
+    assert "the whole graph run on this device" in result.summary()
+    skipped = profile(small_bundle(), device="cpu", cache=tmp_path / "other.json",
+                      runner_options=FAST_TORCH, name="m2", graphs=False)
+    assert not skipped.cache.devices[key].graphs
+    assert all(not s.in_graph for s in skipped.cache.devices[key].ops.values())

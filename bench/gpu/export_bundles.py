@@ -132,16 +132,29 @@ def variant_plans(greedy: PartitionPlan, count: int, seed: int = 0) -> dict[str,
 
 
 def export_from_zoo(name: str, small: bool, cost_model: Any, variants: int,
-                    target: str = TARGET, strategies: tuple[str, ...] = STRATEGIES) -> Bundle:
+                    target: str = TARGET, strategies: tuple[str, ...] = STRATEGIES,
+                    batch: int | None = None) -> Bundle:
+    """The zoo model ``name`` planned for ``target``; ``batch``: the same weights loaded from
+    the zoo's MXNet files with that batch size instead of the catalog's."""
     from partition_lab import zoo
     from partition_lab.api import analyze
     from partition_lab.executors.graph_io import bindings_from_relay
 
-    mod, params = zoo.load(name, small=small)
-    analysis = analyze(mod, target, params=params, cost_model=cost_model, name=name)
     entry = zoo.info(name)
-    meta = {"model": name, "small": small, "target": target, "input_dtype": entry.dtype,
-            "input_shapes": {k: list(v) for k, v in entry.shapes(small).items()}}
+    shapes = {k: tuple(v) for k, v in entry.shapes(small).items()}
+    if batch is None:
+        mod, params = zoo.load(name, small=small)
+    else:
+        from partition_lab.relay.frontends import load_model
+
+        shapes = {k: (batch, *v[1:]) for k, v in shapes.items()}
+        symbol, weights = zoo.mxnet_paths(name, small=small)
+        mod, params = load_model(symbol, shapes, params=weights,
+                                 input_dtypes=dict.fromkeys(shapes, entry.dtype))
+    label = name if batch is None else f"{name}_b{batch}"
+    analysis = analyze(mod, target, params=params, cost_model=cost_model, name=label)
+    meta = {"model": label, "small": small, "target": target, "input_dtype": entry.dtype,
+            "input_shapes": {k: list(v) for k, v in shapes.items()}}
     bundle = Bundle(analysis.graph, bindings_from_relay(analysis.relay))
     return plan_bundle(bundle, analysis.support, cost_model, meta, variants, strategies)
 
@@ -168,12 +181,15 @@ def main(argv: list[str] | None = None) -> int:
                              "tensorcore (default), neuron@2020, neuron, ...")
     parser.add_argument("--strategies", nargs="*", default=list(STRATEGIES),
                         help="strategies to plan with; 'all' = every registered strategy")
+    parser.add_argument("--batch", type=int,
+                        help="load the zoo models at this batch size (bundle <model>_b<N>)")
     args = parser.parse_args(argv)
     strategies = ALL_STRATEGIES if args.strategies == ["all"] else tuple(args.strategies)
     cost_model = cost_model_for(args)
     args.out.mkdir(parents=True, exist_ok=True)
     # The GPU side runs the models in this order (the most telling first, for a cut-short run).
-    (args.out / "order.json").write_text(json.dumps(args.models))
+    suffix = "" if args.batch is None or args.replan else f"_b{args.batch}"
+    (args.out / "order.json").write_text(json.dumps([m + suffix for m in args.models]))
     for name in args.models:
         start = time.perf_counter()
         if args.replan:
@@ -181,8 +197,8 @@ def main(argv: list[str] | None = None) -> int:
                             strategies)
         else:
             bundle = export_from_zoo(name, args.small, cost_model, args.variants,
-                                     args.platform, strategies)
-        path = write_bundle(args.out / f"{name}.json.gz", bundle)
+                                     args.platform, strategies, args.batch)
+        path = write_bundle(args.out / f"{bundle.meta['model']}.json.gz", bundle)
         print(f"{name}: {len(bundle.graph)} ops, {path.stat().st_size / 1e3:.0f} kB, "
               f"{time.perf_counter() - start:.1f} s", flush=True)
         for strategy, p in bundle.meta["predicted"].items():

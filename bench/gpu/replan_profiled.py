@@ -9,6 +9,7 @@ planned. Two ways to withhold, both computed (``--withhold``):
   ``models`` list holds only this model. What is left is exactly the cache that profiling every
   *other* model would have written (a signature another model also uses would be measured
   anyway), so this is what a user gets who plans a new model from a team's shared profile.
+  The model's whole-graph runs (and its ops' times inside them) are dropped too.
 - ``strict``: drop every signature this model's graph uses, also those other models share; every
   op of the model is then priced by the fitted model alone. Harsher than any real use; it
   measures the fit, not the profile.
@@ -65,6 +66,12 @@ def withheld_cache(cache: dict[str, Any], model: str, signatures: set[str], mode
             gone = [s for s in ops if s in signatures]
         for s in gone:
             del ops[s]
+        # The model's whole-graph run and its ops' times inside it are its own measurements.
+        for rec in ops.values():
+            rec.get("in_graph_s", {}).pop(model, None)
+            if not rec.get("in_graph_s", True):
+                del rec["in_graph_s"]
+        entry.get("graphs", {}).pop(model, None)
         dropped[key] = len(gone)
     return out, dropped
 

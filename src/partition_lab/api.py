@@ -131,7 +131,7 @@ def partition(
     target: Any,
     *,
     params: Mapping[str, Any] | None = None,
-    strategy: str = "greedy",
+    strategy: str | None = None,
     excl_node_names: Iterable[str] = (),
     exclude_ops: Iterable[str] = (),
     cost_model: CostModel | str | None = None,
@@ -146,14 +146,17 @@ def partition(
     host; ``"neuron"``, ``"neuron@2020"``; ``"cpu"``), a TOML/JSON target or platform file, a
     ``TargetSpec`` or a :class:`~partition_lab.core.platform.Platform`; ``target_options`` go to its
     accelerator (for example ``precision="fp32"`` for tensorcore). ``strategy`` is a name from
-    ``partition_lab.strategies.available_strategies()``, with ``strategy_options``.
+    ``partition_lab.strategies.available_strategies()``, with ``strategy_options``; by default
+    ``"cost"`` when ``profile_cache`` is given (priced from measurements, it was never slower
+    than greedy on the H200, bench/results/gpu_profiled.md) and ``"greedy"`` (TVM's own
+    rule) otherwise (:func:`~partition_lab.strategies.default_strategy`).
     ``excl_node_names`` keeps nodes with those source names on the CPU (neuron-cc's
     ``excl_node_names``); ``exclude_ops`` does the same by Relay op name. ``cost_model`` is a
     CostModel, an accelerator profile name, or None for the target's default.
 
     The plan is validated before the module is rewritten; the result explains every decision.
     """
-    from .strategies import get_strategy
+    from .strategies import default_strategy, get_strategy
 
     timings: dict[str, float] = {}
     start = time.perf_counter()
@@ -162,6 +165,8 @@ def partition(
                        name=name, **target_options)
     timings["analyze_s"] = time.perf_counter() - start
     start = time.perf_counter()
+    if strategy is None:
+        strategy = default_strategy(profiled=profile_cache is not None)
     chosen = get_strategy(strategy, **dict(strategy_options or {}))
     plan = chosen.run(analysis.graph, analysis.support, cost_model=analysis.cost_model)
     plan.validate()

@@ -197,7 +197,8 @@ def _add_model_options(sub: argparse.ArgumentParser, *, optional_model: bool = F
                           f"default {DEFAULT_TARGET}")
     if strategy:
         sub.add_argument("--strategy", "-s", metavar="S",
-                         help=f"partition strategy; default {DEFAULT_STRATEGY}")
+                         help=f"partition strategy; default {DEFAULT_STRATEGY}, or cost "
+                              "with --profile-cache")
     sub.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                      help="a strategy option (e.g. min_ops=3 for min_size), or else a target option "
                           "(e.g. precision=fp32 for tensorcore); repeatable")
@@ -409,7 +410,9 @@ def resolve_job(args: argparse.Namespace, *, default_model: bool = False) -> Job
         model = DEFAULT_MODEL
         target_name = target_name or DEFAULT_MODEL_TARGET
         strategy = strategy or DEFAULT_MODEL_STRATEGY
-    target_name, strategy = target_name or DEFAULT_TARGET, strategy or DEFAULT_STRATEGY
+    if strategy is None:
+        strategy = strategies.default_strategy(profiled=bool(getattr(args, "profile_cache", None)))
+    target_name = target_name or DEFAULT_TARGET
     options = parse_options(args.option)
     strategy_fields = {field[0] for field in strategies.option_fields(strategy)}
     strategy_options = {k: v for k, v in options.items() if k in strategy_fields}

@@ -91,8 +91,14 @@ CAST_SIGMA = 0.5
 COPY_SIGMA = 0.1
 #: Sigma of a measured region overhead (host wake-ups come and go).
 OVERHEAD_SIGMA = 0.25
-#: Sigma of an op timed alone as a part of a graph, per entry kind (see ProfiledCostModel).
+#: Sigma of an op timed alone as a part of a graph, per entry kind (see ProfiledCostModel):
+#: assumed, used only where the entry holds too few whole-graph measurements to measure it.
 IN_GRAPH_SIGMA = {"cpu": 0.25, "default": 0.05}
+#: Sigma of an op time measured inside a whole-graph run (its slot, see
+#: :class:`~partition_lab.profiling.runners.GraphTiming`) when it runs in another plan.
+IN_GRAPH_MEASURED_SIGMA = 0.1
+#: Signatures with both times an op class needs before its in-graph / alone ratio is its own.
+MIN_RATIO = 5
 #: (ln p90 - ln p10) of a normal distribution, in standard deviations.
 _P10_P90 = 2.5631
 
@@ -753,9 +759,11 @@ class _Entry:
     models: dict[str, list[str]]
     curves: dict[str, TransferCurve]
     overheads: dict[str, float]
+    in_graph: dict[str, float] = field(default_factory=dict)  # signature -> seconds in graphs
     _fits: ClassFits | None = None
     _sigma: dict[str, float] | None = None
     _cache: dict[str, float] = field(default_factory=dict)
+    _ratios: dict[str, tuple[float, float | None]] = field(default_factory=dict)
 
     @classmethod
     def build(cls, key: str, raw: Mapping[str, Any]) -> _Entry:
@@ -777,7 +785,9 @@ class _Entry:
             curves[name] = TransferCurve.from_points(points, f"copies {name!r} of {key!r}")
         overheads = {k: float(v) for k, v in dict(raw.get("overheads", {})).items()
                      if isinstance(v, (int, float)) and not isinstance(v, bool)}
-        return cls(key, raw, sigs, samples, times, spread, models, curves, overheads)
+        in_graph = {s: float(statistics.median(ops[s]["in_graph_s"].values())) for s in sigs
+                    if ops[s].get("in_graph_s")}
+        return cls(key, raw, sigs, samples, times, spread, models, curves, overheads, in_graph)
 
     @property
     def fits(self) -> ClassFits:
@@ -819,7 +829,16 @@ class ProfiledCostModel:
         The error of an op timed alone when it runs inside a graph (added to every op sigma),
         per entry ``kind``: default :data:`IN_GRAPH_SIGMA` (host CPU 0.25: on the H200 host,
         islands inside a graph took 1.5-2x their ops timed alone on 4 of 11 models, issue 11;
-        GPU 0.05). A number applies to every kind.
+        GPU 0.05). A number applies to every kind. Used only where the entry has too few
+        whole-graph measurements (below).
+
+    In-graph times: where the profile ran whole graphs (``profile(..., graphs=True)``), an op
+    whose signature was timed inside a graph is priced at that time (the median over the
+    graphs that hold it), which includes what running amid other ops costs; other ops are
+    priced alone (measured or fitted, plus the per-op overheads) times the median ratio
+    in-graph / alone of their op class on that entry (at least :data:`MIN_RATIO` signatures
+    with both, else of the entry), and the spread of those ratios is the in-graph part of
+    their sigma, measured instead of assumed.
     """
 
     def __init__(self, cache: Any, platform: Any, *, binding: Mapping[str, str] | None = None,
@@ -914,14 +933,45 @@ class ProfiledCostModel:
         return alone + entry.overheads.get("per_op_s", 0.0)
 
     # ------------------------------------------------------------------ CostModel protocol
+    def _in_graph_time(self, node: OpNode, entry: _Entry, sig: str, alone: float) -> float:
+        """The op inside a graph: measured there, else alone (with overheads) times its class's
+        in-graph ratio."""
+        measured = entry.in_graph.get(sig)
+        if measured is not None:
+            return measured
+        ratio, _ = self._ratio(entry, op_class(node))
+        return self._with_overheads(alone, entry) * ratio
+
+    def _ratio(self, entry: _Entry, cls: str) -> tuple[float, float | None]:
+        """(median, log sd) of in-graph / alone over the entry's signatures of class ``cls``
+        that have both (of every class if ``cls`` has too few); (1, None) without any."""
+        key = f"ratio:{cls}"
+        if key not in entry._ratios:
+            logs: dict[str, list[float]] = {}
+            for sig, seconds in entry.in_graph.items():
+                alone = entry.measured(sig)
+                if alone:
+                    rec_cls = entry.raw["ops"][sig].get("class", "vector")
+                    ratio = math.log(seconds / self._with_overheads(alone, entry))
+                    logs.setdefault(rec_cls, []).append(ratio)
+                    logs.setdefault("*", []).append(ratio)
+            chosen = logs.get(cls) if len(logs.get(cls, ())) >= MIN_RATIO else logs.get("*")
+            if not chosen or len(chosen) < 2:
+                entry._ratios[key] = (1.0, None)
+            else:
+                entry._ratios[key] = (math.exp(statistics.median(chosen)),
+                                      statistics.pstdev(chosen))
+        return entry._ratios[key]
+
     def op_time(self, node: OpNode, device: str) -> float:
         entry = self.entry_of(device)
         if entry is None:
             return self.fallback.op_time(node, device)
-        alone = self._alone(node, entry, op_signature(node))
+        sig = op_signature(node)
+        alone = self._alone(node, entry, sig)
         if alone is None:
             return self.fallback.op_time(node, device)
-        return self._with_overheads(alone, entry)
+        return self._in_graph_time(node, entry, sig, alone)
 
     def op_times(self, nodes: Sequence[OpNode], device: str) -> list[float]:
         """``[op_time(n, device) for n in nodes]``, fitting the unmeasured ones in one batch."""
@@ -937,7 +987,8 @@ class ProfiledCostModel:
         if todo:
             for s, t in zip(todo, entry.fits.predict(list(todo.values())), strict=True):
                 entry._cache[s] = float(t)
-        return [self._with_overheads(entry.measured(s) or entry._cache[s], entry) for s in sigs]
+        return [self._in_graph_time(n, entry, s, entry.measured(s) or entry._cache[s])
+                for n, s in zip(nodes, sigs, strict=True)]
 
     def transfer_time(self, nbytes: float, src: str, dst: str) -> float:
         return sum(t for t, _ in self._transfer_parts(nbytes, src, dst))
@@ -996,16 +1047,24 @@ class ProfiledCostModel:
         if entry is None:
             return FALLBACK_SIGMA
         sig = op_signature(node)
+        if sig in entry.in_graph:
+            return math.hypot(entry.spread.get(sig, 0.0), IN_GRAPH_MEASURED_SIGMA)
+        in_graph = self._in_graph(entry, op_class(node))
         if entry.measured(sig) is not None:
-            return math.hypot(entry.spread.get(sig, 0.0), self._in_graph(entry))
+            return math.hypot(entry.spread.get(sig, 0.0), in_graph)
         if not entry.fits.usable:
             return FALLBACK_SIGMA
         cv = self.fitted_sigma(entry.key).get(op_class(node))
         if cv is None:
             cv = max(self.fitted_sigma(entry.key).values(), default=FALLBACK_SIGMA)
-        return math.sqrt(cv ** 2 + self._in_graph(entry) ** 2 + entry.typical_spread() ** 2)
+        return math.sqrt(cv ** 2 + in_graph ** 2 + entry.typical_spread() ** 2)
 
-    def _in_graph(self, entry: _Entry) -> float:
+    def _in_graph(self, entry: _Entry, cls: str) -> float:
+        """The in-graph part of an op's sigma: the measured spread of its class's in-graph
+        ratios where the entry has them, else the assumed :data:`IN_GRAPH_SIGMA`."""
+        _, spread = self._ratio(entry, cls)
+        if spread is not None:
+            return spread
         kind = str(entry.raw.get("kind", "cpu"))
         return self.in_graph_sigma.get(kind, self.in_graph_sigma.get("default", 0.05))
 
@@ -1042,11 +1101,19 @@ class ProfiledCostModel:
         if entry is None:
             return f"{head}, estimated by {self.fallback.name}: no profile entry bound"
         sig = op_signature(node)
+        if sig in entry.in_graph:
+            graphs = sorted(entry.raw["ops"][sig].get("in_graph_s", {}))
+            return (f"{head}, measured inside whole-graph runs of {', '.join(graphs)} on "
+                    f"{entry.key} (alone: {entry.measured(sig) * 1e3:.4g} ms)")
         floor = entry.overheads.get("op_floor_s")
         if floor is not None and entry.raw.get("kind", "cpu") != "cpu":
             extra = f"; in a graph at least {floor * 1e6:.3g} us (queued launches)"
         else:
             extra = f"; in a graph +{entry.overheads.get('per_op_s', 0.0) * 1e6:.3g} us per op"
+        ratio, spread = self._ratio(entry, op_class(node))
+        if spread is not None:
+            extra += (f", times {ratio:.3g} (the median in-graph / alone ratio of measured "
+                      f"{op_class(node)} ops)")
         rec = entry.raw.get("ops", {}).get(sig)
         if rec is not None:
             runs = f", {rec['runs']} runs" if rec.get("runs") else ""

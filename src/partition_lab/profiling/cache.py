@@ -17,6 +17,12 @@ Schema ``partition_lab.profile_cache/1``::
          "overheads": {"region_s": float, "per_op_s": float, "island_wakeup_s": float}}},
      "bindings": {"<platform name>": {"<platform device>": "<device_key>"}}}
 
+Whole-graph runs (``profile(..., graphs=True)``, the default for runners that can run graphs):
+each op record may hold ``"in_graph_s": {model: seconds}``, the op's median slot inside that
+model's graph run on this device (:class:`~partition_lab.profiling.runners.GraphTiming`), and
+the entry ``"graphs": {model: {"total_s", "ops", "runs", "measured_at"}}``, the runs themselves.
+Kept per model, so that a model can be left out of a fit (leave-one-model-out).
+
 Beyond the spec, written where measured (readers use the keys they know): ``overheads.op_floor_s``
 (the host time per op of a chain of tiny ops, a floor for queued GPU launches), and copy curves
 keyed by domain, ``"<memory>:<precision>-><memory>:<precision>"``, for crossings between
@@ -77,12 +83,16 @@ class OpStats:
     dtype: str
     models: list[str] = field(default_factory=list)
     measured_at: str = ""
+    in_graph: dict[str, float] = field(default_factory=dict)  # model -> seconds in its graph
 
     def to_dict(self) -> dict[str, Any]:
-        return {"median_s": self.median_s, "p10_s": self.p10_s, "p90_s": self.p90_s,
-                "runs": self.runs, "op": self.op, "class": self.op_class, "flops": self.flops,
-                "bytes": self.bytes, "dtype": self.dtype, "models": sorted(self.models),
-                "measured_at": self.measured_at}
+        out = {"median_s": self.median_s, "p10_s": self.p10_s, "p90_s": self.p90_s,
+               "runs": self.runs, "op": self.op, "class": self.op_class, "flops": self.flops,
+               "bytes": self.bytes, "dtype": self.dtype, "models": sorted(self.models),
+               "measured_at": self.measured_at}
+        if self.in_graph:
+            out["in_graph_s"] = {m: self.in_graph[m] for m in sorted(self.in_graph)}
+        return out
 
     @classmethod
     def from_dict(cls, data: Any, where: str) -> OpStats:
@@ -107,7 +117,8 @@ class OpStats:
         return cls(times["median_s"], times["p10_s"], times["p90_s"], runs,
                    _text(data, "op", where), op_class, _number(data, "flops", where),
                    _number(data, "bytes", where), _text(data, "dtype", where),
-                   list(dict.fromkeys(models)), measured_at)
+                   list(dict.fromkeys(models)), measured_at,
+                   _seconds_by_model(data.get("in_graph_s", {}), f"{where}.in_graph_s"))
 
     def replaces(self, old: OpStats) -> bool:
         """Whether this measurement replaces ``old``: more runs, or measured later."""
@@ -129,8 +140,15 @@ class DeviceEntry:
     ops: dict[str, OpStats] = field(default_factory=dict)
     copies: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
     overheads: dict[str, float] = field(default_factory=dict)
+    graphs: dict[str, dict[str, Any]] = field(default_factory=dict)  # model -> whole-graph run
 
     def to_dict(self) -> dict[str, Any]:
+        out = self._to_dict()
+        if self.graphs:
+            out["graphs"] = {m: dict(self.graphs[m]) for m in sorted(self.graphs)}
+        return out
+
+    def _to_dict(self) -> dict[str, Any]:
         return {"runner": self.runner, "kind": self.kind, "name": self.name,
                 "software": dict(sorted(self.software.items())),
                 "ops": {sig: self.ops[sig].to_dict() for sig in sorted(self.ops)},
@@ -172,6 +190,14 @@ class DeviceEntry:
                 raise ProfileError(f"{where}.overheads.{name} must be a non-negative number of "
                                    f"seconds, got {value!r}")
             entry.overheads[name] = float(value)
+        graphs = data.get("graphs", {})
+        if not isinstance(graphs, Mapping):
+            raise ProfileError(f"{where}.graphs must be an object keyed by model")
+        for model, run in graphs.items():
+            if not isinstance(run, Mapping):
+                raise ProfileError(f"{where}.graphs[{model!r}] must be an object")
+            _positive(run, "total_s", f"{where}.graphs[{model!r}]")
+            entry.graphs[str(model)] = dict(run)
         return entry
 
     def merge(self, new: DeviceEntry) -> None:
@@ -184,11 +210,14 @@ class DeviceEntry:
                 self.ops[sig] = _copy_stats(stats)
                 continue
             models = list(dict.fromkeys(old.models + stats.models))
+            in_graph = {**old.in_graph, **stats.in_graph}
             if stats.replaces(old):
                 self.ops[sig] = _copy_stats(stats)
             self.ops[sig].models = models
+            self.ops[sig].in_graph = in_graph
         self.copies.update({link: list(curve) for link, curve in new.copies.items()})
         self.overheads.update(new.overheads)
+        self.graphs.update({m: dict(run) for m, run in new.graphs.items()})
 
 
 @dataclass
@@ -349,7 +378,8 @@ def _locked(path: Path) -> Iterator[None]:
 
 
 def _copy_stats(stats: OpStats) -> OpStats:
-    return OpStats(**{**stats.__dict__, "models": list(stats.models)})
+    return OpStats(**{**stats.__dict__, "models": list(stats.models),
+                      "in_graph": dict(stats.in_graph)})
 
 
 def _parse_time(text: str) -> datetime.datetime | None:
@@ -358,6 +388,13 @@ def _parse_time(text: str) -> datetime.datetime | None:
     except (TypeError, ValueError):
         return None
     return moment if moment.tzinfo else moment.replace(tzinfo=datetime.UTC)
+
+
+def _seconds_by_model(data: Any, where: str) -> dict[str, float]:
+    """``{model: seconds}``, each a positive finite number."""
+    if not isinstance(data, Mapping):
+        raise ProfileError(f"{where} must be an object of seconds keyed by model")
+    return {str(m): _positive(data, m, where) for m in data}
 
 
 def _positive(data: Mapping[str, Any], key: str, where: str) -> float:

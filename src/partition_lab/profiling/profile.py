@@ -58,6 +58,7 @@ class EntryReport:
     unmeasured: int = 0  # left out when the time budget ran out
     copies: list[str] = field(default_factory=list)
     overheads: dict[str, float] = field(default_factory=dict)
+    graph_s: float | None = None  # the whole graph's run on this device, if made
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -99,6 +100,9 @@ class ProfileResult:
             if e.overheads:
                 lines.append("    overheads: " + ", ".join(
                     f"{k} {v * 1e6:.3g} us" for k, v in sorted(e.overheads.items())))
+            if e.graph_s is not None:
+                lines.append(f"    the whole graph run on this device: {e.graph_s * 1e3:.3g} ms "
+                             "(each op's time inside it kept)")
             by_op = Counter(msg for msg in e.failed.values())
             for message, count in sorted(by_op.items()):
                 lines.append(f"    not timed ({count}x): {message}")
@@ -143,6 +147,7 @@ def profile(
     bind_as: str | None = None,
     input_shapes: Mapping[str, tuple[int, ...]] | None = None,
     progress: StepFn | None = None,
+    graphs: bool = True,
     **target_options: Any,
 ) -> ProfileResult:
     """Measure every op signature ``model_or_bundle``'s plans can use on each device of
@@ -181,6 +186,11 @@ def profile(
         Input shapes of a model file that does not fix them.
     progress:
         ``progress(what, done, total)`` as ops are timed.
+    graphs:
+        Also run the whole graph on each device whose runner can (the torch runner), and keep
+        each op's time inside it (``in_graph_s``) and the run's total (``graphs``) in the
+        cache: what an op costs inside a graph, which timing it alone misses. The cost model
+        prices ops with these where it has them (:class:`~partition_lab.cost_models.profiled.ProfiledCostModel`).
     """
     start = time.perf_counter()
     model = _resolve_model(model_or_bundle, platform, params, input_shapes, **target_options)
@@ -228,6 +238,9 @@ def profile(
         report = _profile_entry(store, device_key, assigned, devices, ops, label, model.platform,
                                 force=force, deadline=deadline, dtype=dtype, progress=progress,
                                 checkpoint=checkpoint)
+        if graphs and model.refs is not None:
+            _profile_graph(store.devices[device_key], assigned, model, label, short_key(device_key),
+                           deadline=deadline, progress=progress, report=report)
         reports.append(report)
         checkpoint()
     for assigned in by_key.values():
@@ -253,7 +266,7 @@ def _profile_entry(store: ProfileCache, device_key: str, runner: Runner, devices
             report.reused += 1
         else:
             todo[sig] = node
-    short = device_key.split("|")[0] + " " + device_key.split("|")[1][:32]
+    short = short_key(device_key)
 
     def step(done: int, total: int, what: str) -> None:
         if progress:
@@ -306,6 +319,38 @@ def _profile_entry(store: ProfileCache, device_key: str, runner: Runner, devices
         if progress:
             progress(f"timing overheads on {short}", 1, 1)
     return report
+
+
+def short_key(device_key: str) -> str:
+    """A device key short enough for a progress line: runner and device name."""
+    parts = device_key.split("|")
+    return parts[0] + (" " + parts[1][:32] if len(parts) > 1 else "")
+
+
+def _profile_graph(entry: DeviceEntry, runner: Runner, model: _Model, label: str, short: str,
+                   *, deadline: float | None, progress: StepFn | None,
+                   report: EntryReport) -> None:
+    """Run the whole graph on ``runner``'s device; keep the run and each measured op's time
+    inside it (signatures this entry did not time alone are not added)."""
+    phase = f"running the whole graph on {short}"
+    if progress:
+        progress(phase, 0, 1)
+    try:
+        timing = runner.measure_graph(model.graph, model.refs, deadline=deadline)
+    except Exception as err:  # noqa: BLE001 - the op times are kept; say why the run failed
+        report.failed["<whole graph>"] = f"{type(err).__name__}: {str(err).strip()[:200]}"
+        return
+    if progress:
+        progress(phase, 1, 1)
+    if timing is None:
+        return
+    for sig, seconds in timing.in_graph_s.items():
+        stats = entry.ops.get(sig)
+        if stats is not None:
+            stats.in_graph[label] = seconds
+    entry.graphs[label] = {"total_s": timing.total_s, "ops": timing.ops, "runs": timing.runs,
+                           "measured_at": now_iso()}
+    report.graph_s = timing.total_s
 
 
 def _stats(node: OpNode, timing: Timing, label: str, measured_at: str) -> OpStats:

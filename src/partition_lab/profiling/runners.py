@@ -9,7 +9,10 @@ Every runner has the same interface (:class:`Runner`):
 * ``measure_copies(host_memory, device_memory)``: copy-time curves between the host and the
   runner's device, keyed ``"<src_memory>-><dst_memory>"`` (empty where no copy is made);
 * ``measure_overheads()``: ``region_s``, ``per_op_s`` and ``island_wakeup_s`` as its executor
-  pays them.
+  pays them;
+* ``measure_graph(graph, bindings)`` (optional; None where a runner cannot): the whole graph
+  run on the runner's device, end to end and each op's share of it (:class:`GraphTiming`):
+  what an op costs inside a graph, which ops timed alone miss.
 
 :class:`TorchRunner` (here) times the kernels of :mod:`partition_lab.executors.torch_exec` and
 needs no TVM; the TVM runners live in :mod:`partition_lab.profiling.tvm_runners`.
@@ -17,6 +20,7 @@ needs no TVM; the TVM runners live in :mod:`partition_lab.profiling.tvm_runners`
 
 from __future__ import annotations
 
+import functools
 import statistics
 import subprocess
 import time
@@ -62,6 +66,20 @@ def _quantile(ordered: Sequence[float], q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
+@dataclass(frozen=True)
+class GraphTiming:
+    """One graph run whole on one device: ``total_s``, the median end-to-end time of a run
+    (inputs copied in, outputs copied out), and ``in_graph_s``, per op signature the median
+    time an op of that signature took inside the run (its slot: from its start to the next
+    op's start, on the device's own clock), scaled so that the slots of a run add up to the
+    run without the timing marks. ``runs``: timed runs of each kind."""
+
+    total_s: float
+    ops: int
+    runs: int
+    in_graph_s: dict[str, float]
+
+
 class Runner:
     """The interface every runner implements (see the module docstring)."""
 
@@ -96,6 +114,12 @@ class Runner:
 
     def measure_overheads(self) -> dict[str, float]:
         raise NotImplementedError
+
+    def measure_graph(self, graph: Any, bindings: Sequence[Sequence[Any]], *,
+                      deadline: float | None = None) -> GraphTiming | None:
+        """The whole graph on this runner's device (see :class:`GraphTiming`); None where the
+        runner cannot run whole graphs."""
+        return None
 
     def close(self) -> None:
         """Release what the runner holds (sessions, memory)."""
@@ -277,6 +301,87 @@ class TorchRunner(Runner):
             import torch
 
             torch.cuda.empty_cache()
+
+    # ------------------------------------------------------------------ whole graphs
+    def measure_graph(self, graph: Any, bindings: Sequence[Sequence[Any]], *,
+                      deadline: float | None = None, runs: int = 7,
+                      max_seconds: float = 8.0) -> GraphTiming | None:
+        """The graph run whole by :class:`~partition_lab.executors.torch_exec.PlanExecutor` on
+        this device (synthetic weights, random inputs), ``runs`` times plain and ``runs``
+        times with a mark before each op (a CUDA event on a GPU, the clock on the CPU).
+
+        A slot is the time from an op's mark to the next one: inside an eagerly launched
+        graph it is the larger of the op's kernel and the host's time to issue it, the cost
+        an op timed alone back to back does not show (issue 11: ops timed alone under-predicted
+        whole graphs by about 1.6x). The marks themselves cost time; slots are scaled by
+        plain / marked run time. Fewer runs (at least 3) once ``max_seconds`` have passed, and
+        past ``deadline`` (at least one).
+        """
+        import numpy as np
+
+        from ..cost_models.measured import op_signature
+        from ..executors.torch_exec import PlanExecutor, sample_inputs, synthetic_weights
+
+        mode = "float32" if self.precision == "float32" else "graph"
+        executor = PlanExecutor(graph, None, bindings, synthetic_weights(graph, bindings),
+                                device=self.device, dtype=mode)
+        inputs = sample_inputs(graph)
+        executor.prepare()
+        for _ in range(2):
+            executor.run(inputs)
+        plain, marked, slots = [], [], []
+        began = time.perf_counter()
+        for _ in range(runs):
+            now = time.perf_counter()
+            if plain and ((deadline is not None and now > deadline)
+                          or (len(plain) >= 3 and now - began > max_seconds)):
+                break
+            self._sync()
+            start = time.perf_counter()
+            executor.run(inputs)
+            self._sync()
+            plain.append(time.perf_counter() - start)
+            marks: list[Any] = []
+            self._sync()
+            start = time.perf_counter()
+            executor.run(inputs, before_node=functools.partial(self._mark_node, marks))
+            marks.append((None, self._mark()))
+            self._sync()
+            marked.append(time.perf_counter() - start)
+            slots.append(self._slots(marks))
+        scale = min(1.0, statistics.median(plain) / statistics.median(marked))
+        per_node = {n: statistics.median(run[n] for run in slots) * scale for n in slots[0]}
+        by_signature: dict[str, list[float]] = {}
+        for node_id, seconds in per_node.items():
+            by_signature.setdefault(op_signature(graph[node_id]), []).append(seconds)
+        del executor
+        self._empty_cache()
+        return GraphTiming(float(statistics.median(plain)), len(graph), len(plain),
+                           {sig: float(np.median(v)) for sig, v in by_signature.items()})
+
+    def _mark_node(self, marks: list[Any], node: OpNode, _args: Any) -> None:
+        marks.append((node.id, self._mark()))
+
+    def _mark(self) -> Any:
+        """A point in time on this device's clock: a recorded CUDA event, or the CPU clock."""
+        if self.kind != "cuda":
+            return time.perf_counter()
+        import torch
+
+        event = torch.cuda.Event(enable_timing=True)
+        event.record()
+        return event
+
+    def _slots(self, marks: Sequence[tuple[int | None, Any]]) -> dict[int, float]:
+        """Seconds from each op's mark to the next mark (the last mark ends the run)."""
+        self._sync()
+        out = {}
+        for (node_id, begin), (_, end) in zip(marks, marks[1:], strict=False):
+            if node_id is None:
+                continue
+            seconds = (begin.elapsed_time(end) / 1e3 if self.kind == "cuda" else end - begin)
+            out[node_id] = max(seconds, 1e-9)
+        return out
 
     # ------------------------------------------------------------------ copies
     def measure_copies(self, host_memory: str, device_memory: str, *, dtype: str = "float16",

@@ -28,12 +28,27 @@ from .optimal import Optimal
 
 __all__ = [
     "AllAccel", "AllCpu", "CostBased", "Greedy", "MinSize", "NoMac", "NotApplicableError",
-    "Optimal", "Strategy", "available_strategies", "get_strategy", "option_fields",
+    "Optimal", "Strategy", "available_strategies", "default_strategy", "get_strategy",
+    "option_fields",
 ]
 
 _REGISTRY: dict[str, type[Strategy]] = {
     cls.name: cls for cls in (Greedy, MinSize, NoMac, CostBased, Optimal, AllCpu, AllAccel)
 }
+
+
+def default_strategy(*, profiled: bool) -> str:
+    """The strategy used when none is named: ``"cost"`` when the costs come from a profile
+    of the user's devices, ``"greedy"`` (TVM's rule: every supported op on its device) when
+    they come from the roofline.
+
+    Why: priced from measurements, ``cost`` left greedy's plan only for plans that measured
+    faster (never slower on 30 model x platform rows, three H200 instances, and within 5% of
+    the fastest strategy plan on 29 of them; bench/results/gpu_profiled.md). With the
+    roofline's assumed figures its picks have measured slower than greedy's, so there the
+    default stays TVM's rule.
+    """
+    return "cost" if profiled else "greedy"
 
 
 def available_strategies() -> list[str]:
