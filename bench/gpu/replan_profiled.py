@@ -90,7 +90,8 @@ def plan_key(plan: Any) -> tuple:
     return tuple(sorted((r.device, r.nodes) for r in plan.regions))
 
 
-def replan_bundle(path: Path, cache: dict[str, Any], variants: int) -> tuple[Bundle, dict]:
+def replan_bundle(path: Path, cache: dict[str, Any], variants: int,
+                  protocols: tuple[str, ...] = PROTOCOLS) -> tuple[Bundle, dict]:
     old = read_bundle(path)
     support = next(iter(old.plans.values())).support
     graph = old.graph
@@ -98,7 +99,7 @@ def replan_bundle(path: Path, cache: dict[str, Any], variants: int) -> tuple[Bun
     own = {op_signature(n) for n in graph.nodes}
     models: dict[str, Any] = {}
     withheld: dict[str, dict[str, int]] = {}
-    for protocol in PROTOCOLS:
+    for protocol in protocols:
         if protocol == "profiled":
             data = cache
         else:
@@ -145,6 +146,26 @@ def replan_bundle(path: Path, cache: dict[str, Any], variants: int) -> tuple[Bun
     return Bundle(graph, old.bindings, plans, meta, support.platform), summary
 
 
+def _replan_one(job: tuple[Path, Path, Any, int, tuple[str, ...]]) -> dict[str, Any]:
+    """Plan one bundle and write it under ``out``; runs in a worker process."""
+    path, out, cache, variants, protocols = job
+    start = time.perf_counter()
+    if not isinstance(cache, dict):
+        cache = read_profile_cache(cache)
+    bundle, summary = replan_bundle(path, cache, variants, protocols)
+    folder = out / path.parent.name
+    folder.mkdir(parents=True, exist_ok=True)
+    write_bundle(folder / path.name, bundle)
+    summary["s"] = time.perf_counter() - start
+    pred = bundle.meta["predicted_by_protocol"]
+    line = " ".join(f"{n}={pred['profiled'][n]['total_s'] * 1e3:.2f}"
+                    for n in ("greedy", "cost", "optimal") if n in pred["profiled"])
+    print(f"{path.parent.name}/{summary['model']}: {summary['distinct']} distinct of "
+          f"{summary['plans']} plans, {summary['s']:.1f} s; (a) {line}; withheld "
+          f"{summary['withheld']}", flush=True)
+    return summary
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cache", type=Path, required=True, help="the profile cache")
@@ -153,29 +174,28 @@ def main(argv: list[str] | None = None) -> int:
                         help="folder: one subfolder per input folder")
     parser.add_argument("--variants", type=int, default=8)
     parser.add_argument("--models", nargs="*", help="only these models")
+    parser.add_argument("--protocols", nargs="+", default=list(PROTOCOLS), choices=PROTOCOLS,
+                        help="which cost models to plan under (default all three)")
+    parser.add_argument("--jobs", type=int, default=1, help="bundles planned at once")
     args = parser.parse_args(argv)
-    cache = read_profile_cache(args.cache)
-    summaries = []
-    for path in bundle_paths(args.bundles):
-        if args.models and path.name[:-8] not in args.models:
-            continue
-        start = time.perf_counter()
-        bundle, summary = replan_bundle(path, cache, args.variants)
-        folder = args.out / path.parent.name
-        folder.mkdir(parents=True, exist_ok=True)
-        order = folder / "order.json"
-        names = json.loads(order.read_text()) if order.is_file() else []
-        if path.name[:-8] not in names:
-            order.write_text(json.dumps([*names, path.name[:-8]]))
-        write_bundle(folder / path.name, bundle)
-        summary["s"] = time.perf_counter() - start
-        summaries.append(summary)
-        pred = bundle.meta["predicted_by_protocol"]
-        line = " ".join(f"{n}={pred['profiled'][n]['total_s'] * 1e3:.2f}"
-                        for n in ("greedy", "cost", "optimal") if n in pred["profiled"])
-        print(f"{path.parent.name}/{summary['model']}: {summary['distinct']} distinct of "
-              f"{summary['plans']} plans, {summary['s']:.1f} s; (a) {line}; withheld "
-              f"{summary['withheld']}", flush=True)
+    paths = [p for p in bundle_paths(args.bundles)
+             if not args.models or p.name[:-8] in args.models]
+    protocols = tuple(args.protocols)
+    if "profiled" not in protocols:
+        parser.error("--protocols needs 'profiled' (the bundle's greedy plan comes from it)")
+    for folder in {p.parent for p in paths}:  # the run order of each output folder
+        (args.out / folder.name).mkdir(parents=True, exist_ok=True)
+        (args.out / folder.name / "order.json").write_text(json.dumps(
+            [p.name[:-8] for p in paths if p.parent == folder]))
+    if args.jobs > 1:
+        from concurrent.futures import ProcessPoolExecutor
+
+        jobs = [(p, args.out, args.cache, args.variants, protocols) for p in paths]
+        with ProcessPoolExecutor(args.jobs) as pool:
+            summaries = list(pool.map(_replan_one, jobs))
+    else:
+        cache = read_profile_cache(args.cache)
+        summaries = [_replan_one((p, args.out, cache, args.variants, protocols)) for p in paths]
     (args.out / "replan_summary.json").write_text(json.dumps(summaries, indent=1))
     return 0
 

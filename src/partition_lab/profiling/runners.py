@@ -178,7 +178,7 @@ class TorchRunner(Runner):
 
     def __init__(self, device: str = "cpu", *, precision: str = "as-prepared",
                  repeats: int = 9, batch_s: float = 0.005, max_calls: int = 200,
-                 seed: int = 0) -> None:
+                 seed: int = 0, graph_s: float = 3.0) -> None:
         import torch
 
         if device.startswith("cuda"):
@@ -195,6 +195,7 @@ class TorchRunner(Runner):
         self.precision = "float32" if precision == "float32" and self.kind == "cuda" \
             else "as-prepared"
         self.repeats, self.batch_s, self.max_calls, self.seed = repeats, batch_s, max_calls, seed
+        self.graph_s = graph_s  # whole-graph runs: at least 3 each, more while under graph_s
 
     # ------------------------------------------------------------------ identity
     def describe(self) -> dict[str, Any]:
@@ -305,7 +306,7 @@ class TorchRunner(Runner):
     # ------------------------------------------------------------------ whole graphs
     def measure_graph(self, graph: Any, bindings: Sequence[Sequence[Any]], *,
                       deadline: float | None = None, runs: int = 7,
-                      max_seconds: float = 8.0) -> GraphTiming | None:
+                      max_seconds: float | None = None) -> GraphTiming | None:
         """The graph run whole by :class:`~partition_lab.executors.torch_exec.PlanExecutor` on
         this device (synthetic weights, random inputs), ``runs`` times plain and ``runs``
         times with a mark before each op (a CUDA event on a GPU, the clock on the CPU).
@@ -314,8 +315,8 @@ class TorchRunner(Runner):
         graph it is the larger of the op's kernel and the host's time to issue it, the cost
         an op timed alone back to back does not show (issue 11: ops timed alone under-predicted
         whole graphs by about 1.6x). The marks themselves cost time; slots are scaled by
-        plain / marked run time. Fewer runs (at least 3) once ``max_seconds`` have passed, and
-        past ``deadline`` (at least one).
+        plain / marked run time. Fewer runs (at least 3) once ``max_seconds`` (default the
+        runner's ``graph_s``) have passed, and past ``deadline`` (at least one).
         """
         import numpy as np
 
@@ -330,6 +331,7 @@ class TorchRunner(Runner):
         for _ in range(2):
             executor.run(inputs)
         plain, marked, slots = [], [], []
+        max_seconds = self.graph_s if max_seconds is None else max_seconds
         began = time.perf_counter()
         for _ in range(runs):
             now = time.perf_counter()
