@@ -57,7 +57,7 @@ class PartitionResult:
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
-        data = self.plan.to_dict()
+        data = self.plan.to_dict(self.cost.node_times if self.cost is not None else None)
         data["cost"] = self.cost.to_dict() if self.cost is not None else None
         return data
 
