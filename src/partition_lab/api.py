@@ -21,7 +21,7 @@ from .core.platform import Platform, get_platform
 from .cost_models.base import CostBreakdown, CostModel, evaluate
 from .errors import PartitionLabError
 from .relay.passes.annotate import support_table
-from .relay.passes.outline import outline
+from .relay.passes.outline import outline, with_compiler
 from .relay.passes.prepare import prepare
 from .relay.relay_graph import RelayGraph, relay_graph
 
@@ -105,15 +105,17 @@ def analyze(
     cost_model: CostModel | str | None = None,
     profile_cache: Any = None,
     name: str = "",
+    compiler: str | Mapping[str, str] | None = None,
     **target_options: Any,
 ) -> Analysis:
     """Prepare ``mod`` for a platform and compute every (op, device) verdict.
 
-    ``target`` names a platform (see :func:`~partition_lab.core.platform.get_platform`).
+    ``target`` names a platform (see :func:`~partition_lab.core.platform.get_platform`);
+    ``compiler`` sets the ``Compiler`` name of its BYOC device(s) (see :func:`partition`).
     """
     from .cost_models import get_cost_model
 
-    platform = get_platform(target, **target_options)
+    platform = with_compiler(get_platform(target, **target_options), compiler)
     name = name or _module_name(mod)  # before binding: a new module drops the attributes
     mod = bind_params(mod, params)
     mod = prepare(mod, platform.prepare_steps())
@@ -138,6 +140,7 @@ def partition(
     profile_cache: Any = None,
     strategy_options: Mapping[str, Any] | None = None,
     name: str = "",
+    compiler: str | Mapping[str, str] | None = None,
     **target_options: Any,
 ) -> PartitionResult:
     """Split ``mod`` into regions over the devices of a platform (accelerators and CPU islands).
@@ -149,7 +152,12 @@ def partition(
     ``partition_lab.strategies.available_strategies()``, with ``strategy_options``.
     ``excl_node_names`` keeps nodes with those source names on the CPU (neuron-cc's
     ``excl_node_names``); ``exclude_ops`` does the same by Relay op name. ``cost_model`` is a
-    CostModel, an accelerator profile name, or None for the target's default.
+    CostModel, an accelerator profile name, or None for the target's default. ``compiler`` is
+    the ``Compiler`` attribute of the outlined accelerator functions, i.e. the codegen
+    ``relay.ext.<compiler>`` that ``relay.build`` will call (default: derived from the device
+    name, ``neuron@2020`` -> ``neuron_2020``); ``{device: name}`` on a platform with several
+    BYOC devices. ``partition_lab.relay.export.export_partitioned(result.mod, path)`` writes the
+    result with its weights for a codegen to take away.
 
     The plan is validated before the module is rewritten; the result explains every decision.
     """
@@ -159,7 +167,7 @@ def partition(
     start = time.perf_counter()
     analysis = analyze(mod, target, params=params, excl_node_names=excl_node_names,
                        exclude_ops=exclude_ops, cost_model=cost_model, profile_cache=profile_cache,
-                       name=name, **target_options)
+                       name=name, compiler=compiler, **target_options)
     timings["analyze_s"] = time.perf_counter() - start
     start = time.perf_counter()
     chosen = get_strategy(strategy, **dict(strategy_options or {}))
