@@ -126,3 +126,27 @@ def test_fallback_gate_passes_when_nothing_falls_back(tmp_path: Path) -> None:
 def test_bad_max_host_ops_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["partition", MODEL, "--max-host-ops", "-1"]) == 2
     assert "expected 0 or more" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------- Python outputs
+def test_reprs_are_one_short_line() -> None:
+    import partition_lab
+    from partition_lab import zoo
+
+    mod, params = zoo.load("resnet50_v1", small=True)
+    result = partition_lab.partition(mod, "tensorcore", params=params)
+    comparison = partition_lab.compare(mod, "tensorcore", params=params,
+                                       strategies=["greedy", "all_cpu"])
+    for obj, start in ((result, "PartitionResult("), (comparison, "Comparison("),
+                       (result.plan, "PartitionPlan(")):
+        text = repr(obj)
+        assert text.startswith(start) and "\n" not in text and len(text) < 200, text
+    assert "'tensorcore'" in repr(result) and "best='greedy'" in repr(comparison)
+
+
+def test_dir_lists_the_lazy_public_api() -> None:
+    import partition_lab
+
+    names = dir(partition_lab)
+    assert {"partition", "load_model", "compare", "PartitionResult", "OpGraph"} <= set(names)
+    assert set(partition_lab.__all__) <= set(names)

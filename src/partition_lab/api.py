@@ -26,7 +26,7 @@ from .relay.passes.prepare import prepare
 from .relay.relay_graph import RelayGraph, relay_graph
 
 
-@dataclass
+@dataclass(repr=False)
 class PartitionResult:
     """What :func:`partition` returns.
 
@@ -69,8 +69,15 @@ class PartitionResult:
     def __str__(self) -> str:
         return self.summary()
 
+    def __repr__(self) -> str:  # short: the modules and the graph are megabytes of text
+        total = f", predicted {self.cost.total * 1e3:.3f} ms" if self.cost is not None else ""
+        return (f"PartitionResult({self.graph.name or 'graph'!r}, target={self.plan.target!r}, "
+                f"strategy={self.plan.strategy!r}, {len(self.plan.accelerator_regions)} "
+                f"accelerator region(s), {len(self.plan.cpu_regions)} CPU island(s), "
+                f"{len(self.graph)} ops{total})")
 
-@dataclass
+
+@dataclass(repr=False)
 class Analysis:
     """A model prepared for a platform: its OpGraph and every (op, device) verdict."""
 
@@ -79,6 +86,10 @@ class Analysis:
     platform: Platform
     support: Support
     cost_model: CostModel | None
+
+    def __repr__(self) -> str:
+        return (f"Analysis({self.graph.name or 'graph'!r}, platform={self.platform.name!r}, "
+                f"{len(self.graph)} ops)")
 
     @property
     def graph(self) -> OpGraph:
