@@ -228,7 +228,9 @@ def test_partition_writes_plan_json_and_relay_text(tiny_onnx, tmp_path, capsys):
     documented = set(re.findall(r'"(\w+)"', PLAN_JSON_DOC.split("(keys")[1]))
     present = {*plan, *plan["devices"][0], *plan["regions"][0], *plan["nodes"][0],
                *plan["nodes"][0]["support"]["cpu"], *plan["nodes"][0]["why"], *plan["cost"],
-               *plan["cost"]["regions"][0], *plan["cost"]["cuts"][0]}
+               *plan["cost"]["regions"][0], *plan["cost"]["cuts"][0],
+               *plan["nodes"][0]["outputs"][0], *plan["reason_groups"][0],
+               *plan["reason_groups"][0]["details"][0]}
     assert present == documented
     relay = (tmp_path / "plan.relay").read_text()
     assert 'Compiler="neuron"' in relay

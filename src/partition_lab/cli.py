@@ -56,7 +56,8 @@ COMPARE_JSON_DOC = """\
              "partition_s": float,                    # wall time of the strategy itself
              "notes": [str]}]}
 Numbers are null exactly when "applicable" is false (all_accel on a model with an
-unsupported op). Keys are stable: new keys may be added, none renamed or removed.
+unsupported op). Keys are stable: new keys may be added, none renamed or removed. JSON Schema:
+partition_lab/schemas/compare.schema.json.
 """
 
 
@@ -67,15 +68,20 @@ PLAN.json, schema "partition_lab.plan/2" (keys always present; seconds and bytes
    "options": {...}, "notes": [str],
    "regions": [{"id", "label", "device", "nodes": [int], "ops"}],
    "nodes": [{"id", "name", "op", "source_name", "device", "region", "reason",
+              "inputs", "outputs", "weights": [{"shape": [int], "dtype"}],
+              "flops", "time_s": float | null,     # predicted seconds on its device
               "why": {"code", "text", "rule", "device", "numbers": {name: float}},
               "support": {device: {"supported", "reason", "rule", "anchor"}}}],
+   "reason_groups": [{"device", "code", "rule", "decided_by", "text", "nodes": [int],
+                      "details": [{"text", "nodes": [int]}]}],   # ops off the top device
    "cost": {"model", "total_s", "compute_cpu_s", "compute_accel_s", "compute_by_device_s",
             "transfer_s", "transfer_bytes", "overhead_s",
             "regions": [{"region", "label", "device", "ops", "compute", "overhead", "total"}],
             "cuts": [{"tensor", "producer", "consumers", "src", "dst", "shape", "dtype",
                       "nbytes", "time"}]} | null}
 Nodes are in id order (a topological order). Older plan/1 files (one accelerator + the host,
-one verdict per node) still load.
+one verdict per node) still load. JSON Schemas of this file and of compare --json ship in the
+package: partition_lab/schemas/plan.schema.json (partition_lab.schemas.load_schema).
 """
 
 
