@@ -150,3 +150,13 @@ def test_dir_lists_the_lazy_public_api() -> None:
     names = dir(partition_lab)
     assert {"partition", "load_model", "compare", "PartitionResult", "OpGraph"} <= set(names)
     assert set(partition_lab.__all__) <= set(names)
+
+
+# ---------------------------------------------------------------------------- noise
+@pytest.mark.parametrize("debug", [False, True])
+def test_tvm_log_lines_only_with_debug(debug: bool, capfd: pytest.CaptureFixture[str]) -> None:
+    # tensorcore's layout and precision passes log C++ warnings straight to file descriptor 2.
+    argv = ["partition", MODEL, "--target", "tensorcore", *(["--debug"] if debug else [])]
+    assert main(argv) == 0
+    err = capfd.readouterr().err
+    assert ("convert_layout.cc" in err or "to_mixed_precision.cc" in err) is debug, err[-2000:]
