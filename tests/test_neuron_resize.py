@@ -84,3 +84,35 @@ def test_targets_cite_only_what_a_user_can_open() -> None:
     for name in ("neuron", "neuron@2020", "tensorcore"):
         for source in get_target(name).sources:
             assert source.startswith("https://") or "@" in source.split()[0], source
+
+
+def test_an_onnx_nearest_resize_stays_on_neuron(tmp_path) -> None:
+    """End to end: ONNX Resize (nearest, opset 13 defaults) between two convs is one region on
+    neuron, not a CPU island that splits the model in two."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    import partition_lab
+
+    rng = np.random.default_rng(0)
+    w1 = numpy_helper.from_array(rng.standard_normal((4, 3, 3, 3)).astype("float32"), "w1")
+    w2 = numpy_helper.from_array(rng.standard_normal((4, 4, 3, 3)).astype("float32"), "w2")
+    scales = numpy_helper.from_array(np.array([1, 1, 2, 2], dtype="float32"), "scales")
+    nodes = [
+        helper.make_node("Conv", ["x", "w1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+        helper.make_node("Resize", ["c1", "", "scales"], ["up"], name="up", mode="nearest"),
+        helper.make_node("Conv", ["up", "w2"], ["y"], name="conv2", pads=[1, 1, 1, 1]),
+    ]
+    graph = helper.make_graph(
+        nodes, "resize_between_convs",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, (1, 3, 8, 8))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, (1, 4, 16, 16))],
+        [w1, w2, scales])
+    path = tmp_path / "resize.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+    mod, params = partition_lab.load_model(path)
+    result = partition_lab.partition(mod, "neuron", params=params)
+    resize = next(n for n in result.graph if n.op == "image.resize2d")
+    assert result.plan.device_of(resize.id) == "neuron"
+    assert "UpSampling" in result.plan.decisions[resize.id].reason
+    assert len(result.plan.regions) == 1
