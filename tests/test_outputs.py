@@ -160,3 +160,20 @@ def test_tvm_log_lines_only_with_debug(debug: bool, capfd: pytest.CaptureFixture
     assert main(argv) == 0
     err = capfd.readouterr().err
     assert ("convert_layout.cc" in err or "to_mixed_precision.cc" in err) is debug, err[-2000:]
+
+
+def test_quiet_tvm_logs_keeps_every_other_line() -> None:
+    import subprocess
+    import sys
+
+    script = (
+        "import os, sys\n"
+        "from partition_lab._tvm_logs import quiet_tvm_logs\n"
+        "with quiet_tvm_logs():\n"
+        "    os.write(2, b'[12:00:00] /p/convert_layout.cc:99: Warning: noise\\n')\n"
+        "    os.write(2, b'a C library line\\n')\n"
+        "    print('a Python line', file=sys.stderr)\n"
+        "print('after', file=sys.stderr)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          check=True)
+    assert done.stderr.splitlines() == ["a Python line", "a C library line", "after"]
