@@ -103,6 +103,7 @@ def test_byoc_round_trip_through_tvm_alone(result, tmp_path) -> None:
     assert compiler_names(again) == compiler_names(result.mod)
     assert {gv.name_hint for gv in again.get_global_vars()} == \
         {gv.name_hint for gv in result.mod.get_global_vars()}
+    assert tvm.ir.structural_equal(again, result.mod, map_free_vars=True)
     reference = _run(result.prepared_mod)
     np.testing.assert_allclose(_run(parsed), reference, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(_run(again), reference, rtol=1e-5, atol=1e-5)
