@@ -541,7 +541,9 @@ class ResizeAsUpsampling(Rule):
         method = str(attr(node, "method") or "linear")
         if method != "nearest_neighbor":
             source = self.sources.get(method)
-            origin = f" (MXNet {source}, ONNX Resize mode {_onnx_mode(method)})" if source else ""
+            # The framework op outside parentheses: drawings show a reason without its remarks.
+            origin = (f" is MXNet {source} (ONNX Resize mode {_onnx_mode(method)}), which"
+                      if source else "")
             return self.reject(f"{node.op}: method {method}{origin} is not on {self.compiler}'s "
                                f"list; only a nearest-neighbour resize by an integer factor is "
                                f"(as MXNet {self.upsampling_op})")
