@@ -177,3 +177,16 @@ def test_quiet_tvm_logs_keeps_every_other_line() -> None:
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           check=True)
     assert done.stderr.splitlines() == ["a Python line", "a C library line", "after"]
+
+
+def test_a_plan_without_a_cost_model_validates() -> None:
+    from partition_lab import synthetic
+    from partition_lab.core.platform import get_platform
+    from partition_lab.relay.passes.annotate import support_table
+    from partition_lab.strategies import get_strategy
+
+    graph = synthetic.simple_pose_like()
+    plan = get_strategy("greedy").run(graph, support_table(graph, get_platform("neuron@2020")))
+    data = json.loads(plan.to_json())
+    validate(data, "plan")
+    assert "cost" not in data and all(n["time_s"] is None for n in data["nodes"])
