@@ -24,7 +24,6 @@ $(VENV)/.installed: setup.cfg pyproject.toml
 demo: setup
 	@mkdir -p out
 	$(BIN)/partition-lab viz -o out/default.svg
-	@echo "wrote out/default.svg"
 
 lint: setup
 	$(BIN)/ruff check src tests bench examples

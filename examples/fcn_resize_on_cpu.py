@@ -4,7 +4,8 @@ Field report 001 measured 227.8 ms for this model on an Inf1 instance, with the 
 ``_contrib_BilinearResize2D`` ops left on the CPU behind the accelerator subgraph, and 13.0 ms
 with the resize taken out of the model. This script partitions the same model for ``neuron``,
 prints where each resize went and why, the predicted time of the CPU island and of the copies
-in front of it, and draws the partition to ``docs/img/fcn_resize_on_cpu.png``.
+in front of it, and draws the partition to ``out/fcn_resize_on_cpu.png``
+(``-o docs/img/fcn_resize_on_cpu.png`` refreshes the README's picture).
 
     python examples/fcn_resize_on_cpu.py            # the full model (about a minute here)
     python examples/fcn_resize_on_cpu.py --small    # the zoo's small variant (seconds)
@@ -22,7 +23,8 @@ import partition_lab  # noqa: E402  (TOPHUB_LOCATION must be set before TVM load
 from partition_lab import render, zoo  # noqa: E402
 
 MODEL, TARGET = "fcn_resnet101_ade", "neuron"
-DEFAULT_OUTPUT = Path(__file__).resolve().parents[1] / "docs" / "img" / "fcn_resize_on_cpu.png"
+# out/ (git ignores it): the tracked docs/img pictures change only when asked, with -o.
+DEFAULT_OUTPUT = Path(__file__).resolve().parents[1] / "out" / "fcn_resize_on_cpu.png"
 
 
 def main() -> None:
@@ -31,6 +33,7 @@ def main() -> None:
     result = partition_lab.partition(mod, TARGET, params=params, name=MODEL)
     print(result.summary())
     report_resizes(result)
+    args.output.parent.mkdir(parents=True, exist_ok=True)
     render.write(result.plan, args.output, result.cost,
                  title=f"{MODEL}{' (small)' if args.small else ''} on {TARGET}: "
                        "the resize ops stay on the CPU")

@@ -8,7 +8,8 @@ Field report 000: TVM's ``conv2d_nhwc_tensorcore`` beat cuDNN 1.69x on ResNet-50
 out_channels) is a multiple of (16,16,16), (8,16,32) or (32,16,8): at batch 1 it cannot be used
 at all. This script partitions ``resnet50_v1`` (batch 1) and ``resnet50_v1_b32`` for
 ``tensorcore``, prints why each conv2d was (not) taken, and draws both side by side in
-``docs/img/resnet50_batch1_vs_32.png``.
+``out/resnet50_batch1_vs_32.png`` (``-o docs/img/resnet50_batch1_vs_32.png`` refreshes
+the README's picture).
 
     python examples/resnet50_batch1_vs_32.py            # the full models
     python examples/resnet50_batch1_vs_32.py --small    # small variants (batch 1 and 8)
@@ -27,8 +28,8 @@ import partition_lab  # noqa: E402  (TOPHUB_LOCATION must be set before TVM load
 from partition_lab import render, zoo  # noqa: E402
 
 TARGET = "tensorcore"
-DEFAULT_OUTPUT = (Path(__file__).resolve().parents[1] / "docs" / "img"
-                  / "resnet50_batch1_vs_32.png")
+# out/ (git ignores it): the tracked docs/img pictures change only when asked, with -o.
+DEFAULT_OUTPUT = Path(__file__).resolve().parents[1] / "out" / "resnet50_batch1_vs_32.png"
 
 
 def main() -> None:
@@ -45,6 +46,7 @@ def main() -> None:
         drawings.append(render.draw(
             result.plan, result.cost,
             title=f"{model}{' (small)' if args.small else ''}, batch {batch}, on {TARGET}"))
+    args.output.parent.mkdir(parents=True, exist_ok=True)
     render.write_side_by_side(drawings, args.output)
     print(f"wrote {args.output}")
 

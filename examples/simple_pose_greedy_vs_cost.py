@@ -7,7 +7,8 @@ hand with ``excl_node_names`` (2 subgraphs left) took the model from 38.7 ms to 
 This script partitions the model three ways and prints the predicted time of each:
 ``greedy`` (what neuron-cc did), the report's hand-made exclusion, and the ``cost`` strategy,
 which finds the exclusion by itself. It draws greedy and cost side by side in
-``docs/img/simple_pose_greedy_vs_cost.png``.
+``out/simple_pose_greedy_vs_cost.png`` (``-o docs/img/simple_pose_greedy_vs_cost.png`` refreshes
+the README's picture).
 
     python examples/simple_pose_greedy_vs_cost.py            # the full model
     python examples/simple_pose_greedy_vs_cost.py --small    # the zoo's small variant
@@ -25,8 +26,8 @@ import partition_lab  # noqa: E402  (TOPHUB_LOCATION must be set before TVM load
 from partition_lab import render, zoo  # noqa: E402
 
 MODEL, TARGET = "simple_pose_resnet152_v1b", "neuron@2020"
-DEFAULT_OUTPUT = (Path(__file__).resolve().parents[1] / "docs" / "img"
-                  / "simple_pose_greedy_vs_cost.png")
+# out/ (git ignores it): the tracked docs/img pictures change only when asked, with -o.
+DEFAULT_OUTPUT = Path(__file__).resolve().parents[1] / "out" / "simple_pose_greedy_vs_cost.png"
 
 
 def main() -> None:
@@ -43,6 +44,7 @@ def main() -> None:
         f"{name} {render.format_time(r.cost.total)}"
         for name, r in (("greedy", greedy), ("by hand", by_hand), ("cost", cost))))
     size = " (small)" if args.small else ""
+    args.output.parent.mkdir(parents=True, exist_ok=True)
     render.write_side_by_side([
         render.draw(greedy.plan, greedy.cost, title=f"before: greedy{size}, as neuron-cc split it"),
         render.draw(cost.plan, cost.cost, title=f"after: the cost strategy{size}"),

@@ -7,7 +7,8 @@ and the host. Each op goes to the most preferred device whose rules accept it; w
 accelerator runs (the RGB stem conv: 3 input channels) stays on the host. This script partitions
 ``resnet50_v1`` with ``cost``, prints the ops per device and why the ones off the NPU are where
 they are, and draws the plan (one colour per device, a legend with each device's role and op
-count) to ``docs/img/three_devices.png``.
+count) to ``out/three_devices.png`` (``-o docs/img/three_devices.png`` refreshes
+the README's picture).
 
     python examples/three_devices.py            # the full model
     python examples/three_devices.py --small    # the zoo's small variant
@@ -26,7 +27,8 @@ from partition_lab import render, zoo  # noqa: E402
 
 MODEL = "resnet50_v1"
 TARGET = str(Path(__file__).resolve().parent / "platforms" / "npu_dsp_cpu.toml")
-DEFAULT_OUTPUT = Path(__file__).resolve().parents[1] / "docs" / "img" / "three_devices.png"
+# out/ (git ignores it): the tracked docs/img pictures change only when asked, with -o.
+DEFAULT_OUTPUT = Path(__file__).resolve().parents[1] / "out" / "three_devices.png"
 
 
 def main() -> None:
@@ -38,6 +40,7 @@ def main() -> None:
     plan = result.plan
     print(plan.summary())
     print(f"predicted {render.format_time(result.cost.total)} ({result.cost.model})")
+    args.output.parent.mkdir(parents=True, exist_ok=True)
     render.write(plan, args.output, result.cost, collapse=True,
                  title=f"{MODEL}{' (small)' if args.small else ''}, batch {batch}, on "
                        f"{plan.target} (NPU, DSP, host CPU), strategy {plan.strategy}")

@@ -300,9 +300,9 @@ def test_reasons_are_data_and_the_summary_groups_by_them() -> None:
     assert {(d.why.code, d.why.rule) for d in riders} == {("no-anchor", "anchor")}
     groups = plan.reason_groups()
     # Every op of a group shares code, deciding device and rule; groups never mix them.
-    for _, decisions in groups:
-        assert len({d.why.group_key() for d in decisions}) == 1
-    assert sum(len(ds) for _, ds in groups) == len(graph)  # none on the preferred device
+    for group in groups:
+        assert len({(d.device, d.why.group_key()) for d in group.decisions}) == 1
+    assert sum(len(g.decisions) for g in groups) == len(graph)  # none on the preferred device
     lines = plan.summary().splitlines()
     dense = next(line for line in lines if "nn.dense" in line and "on cuda:" in line)
     assert "nn.conv2d" not in dense.split(":", 2)[2]  # a dense is not explained as a conv

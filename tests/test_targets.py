@@ -209,9 +209,9 @@ def test_resnet_block_batch_1_vs_32_on_tensorcore():
 # ------------------------------------------------------------------------------ neuron
 NEURON_TABLE = [
     ("neuron@2020", simple("image.resize2d", attrs={"method": "linear"}), False,
-     ["image.resize2d is not in neuron@2020's operator list (neuron-cc 1.0.6801.0, MXNet ops); "
-      "it comes from _contrib_BilinearResize2D"]),
-    ("neuron", simple("image.resize2d"), False, ["not in neuron's operator list", "_contrib_BilinearResize2D"]),
+     ["image.resize2d: method linear is MXNet _contrib_BilinearResize2D (ONNX Resize mode "
+      "linear), which is not on neuron-cc's list"]),
+    ("neuron", simple("image.resize2d"), False, ["method linear", "_contrib_BilinearResize2D"]),
     ("neuron@2020", simple("nn.conv2d_transpose"), False,
      ["not in neuron@2020's operator list", "Deconvolution was added in neuron-cc 1.2.0.0"]),
     ("neuron", simple("nn.conv2d_transpose"), True, ["from MXNet Deconvolution; since neuron-cc 1.2.0.0"]),

@@ -42,3 +42,8 @@ def __getattr__(name: str) -> Any:
         module, attr = _LAZY[name]
         return getattr(importlib.import_module(module), attr)
     raise AttributeError(f"module 'partition_lab' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    """The public names, the lazily imported ones included (``dir(partition_lab)``)."""
+    return sorted({*globals(), *__all__})

@@ -21,12 +21,12 @@ from .core.platform import Platform, get_platform
 from .cost_models.base import CostBreakdown, CostModel, evaluate
 from .errors import PartitionLabError
 from .relay.passes.annotate import support_table
-from .relay.passes.outline import outline
+from .relay.passes.outline import outline, with_compiler
 from .relay.passes.prepare import prepare
 from .relay.relay_graph import RelayGraph, relay_graph
 
 
-@dataclass
+@dataclass(repr=False)
 class PartitionResult:
     """What :func:`partition` returns.
 
@@ -57,7 +57,7 @@ class PartitionResult:
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
-        data = self.plan.to_dict()
+        data = self.plan.to_dict(self.cost.node_times if self.cost is not None else None)
         data["cost"] = self.cost.to_dict() if self.cost is not None else None
         return data
 
@@ -69,8 +69,15 @@ class PartitionResult:
     def __str__(self) -> str:
         return self.summary()
 
+    def __repr__(self) -> str:  # short: the modules and the graph are megabytes of text
+        total = f", predicted {self.cost.total * 1e3:.3f} ms" if self.cost is not None else ""
+        return (f"PartitionResult({self.graph.name or 'graph'!r}, target={self.plan.target!r}, "
+                f"strategy={self.plan.strategy!r}, {len(self.plan.accelerator_regions)} "
+                f"accelerator region(s), {len(self.plan.cpu_regions)} CPU island(s), "
+                f"{len(self.graph)} ops{total})")
 
-@dataclass
+
+@dataclass(repr=False)
 class Analysis:
     """A model prepared for a platform: its OpGraph and every (op, device) verdict."""
 
@@ -79,6 +86,10 @@ class Analysis:
     platform: Platform
     support: Support
     cost_model: CostModel | None
+
+    def __repr__(self) -> str:
+        return (f"Analysis({self.graph.name or 'graph'!r}, platform={self.platform.name!r}, "
+                f"{len(self.graph)} ops)")
 
     @property
     def graph(self) -> OpGraph:
@@ -105,15 +116,17 @@ def analyze(
     cost_model: CostModel | str | None = None,
     profile_cache: Any = None,
     name: str = "",
+    compiler: str | Mapping[str, str] | None = None,
     **target_options: Any,
 ) -> Analysis:
     """Prepare ``mod`` for a platform and compute every (op, device) verdict.
 
-    ``target`` names a platform (see :func:`~partition_lab.core.platform.get_platform`).
+    ``target`` names a platform (see :func:`~partition_lab.core.platform.get_platform`);
+    ``compiler`` sets the ``Compiler`` name of its BYOC device(s) (see :func:`partition`).
     """
     from .cost_models import get_cost_model
 
-    platform = get_platform(target, **target_options)
+    platform = with_compiler(get_platform(target, **target_options), compiler)
     name = name or _module_name(mod)  # before binding: a new module drops the attributes
     mod = bind_params(mod, params)
     mod = prepare(mod, platform.prepare_steps())
@@ -138,6 +151,7 @@ def partition(
     profile_cache: Any = None,
     strategy_options: Mapping[str, Any] | None = None,
     name: str = "",
+    compiler: str | Mapping[str, str] | None = None,
     **target_options: Any,
 ) -> PartitionResult:
     """Split ``mod`` into regions over the devices of a platform (accelerators and CPU islands).
@@ -152,7 +166,12 @@ def partition(
     rule) otherwise (:func:`~partition_lab.strategies.default_strategy`).
     ``excl_node_names`` keeps nodes with those source names on the CPU (neuron-cc's
     ``excl_node_names``); ``exclude_ops`` does the same by Relay op name. ``cost_model`` is a
-    CostModel, an accelerator profile name, or None for the target's default.
+    CostModel, an accelerator profile name, or None for the target's default. ``compiler`` is
+    the ``Compiler`` attribute of the outlined accelerator functions, i.e. the codegen
+    ``relay.ext.<compiler>`` that ``relay.build`` will call (default: derived from the device
+    name, ``neuron@2020`` -> ``neuron_2020``); ``{device: name}`` on a platform with several
+    BYOC devices. ``partition_lab.relay.export.export_partitioned(result.mod, path)`` writes the
+    result with its weights for a codegen to take away.
 
     The plan is validated before the module is rewritten; the result explains every decision.
     """
@@ -162,7 +181,7 @@ def partition(
     start = time.perf_counter()
     analysis = analyze(mod, target, params=params, excl_node_names=excl_node_names,
                        exclude_ops=exclude_ops, cost_model=cost_model, profile_cache=profile_cache,
-                       name=name, **target_options)
+                       name=name, compiler=compiler, **target_options)
     timings["analyze_s"] = time.perf_counter() - start
     start = time.perf_counter()
     if strategy is None:

@@ -1,7 +1,9 @@
 """The ``partition-lab`` command line: viz, partition, compare, profile, targets, zoo.
 
 Every command exits 0 on success and 2 on any error, which it reports as one line
-``partition-lab: error: <message>`` on stderr (``--debug`` adds the traceback). Files are written
+``partition-lab: error: <message>`` on stderr (``--debug`` adds the traceback); ``viz`` and
+``partition`` exit 3 when ``--fail-on-fallback`` / ``--max-host-ops`` find more ops on the host
+than allowed. TVM's C++ log lines are dropped unless ``--debug``. Files are written
 atomically: a failed command leaves no partial output. Progress goes to stderr, only when stderr
 is a terminal or with ``--progress``. ``main(argv)`` returns the exit status instead of exiting,
 so tests and other programs can call it.
@@ -30,6 +32,9 @@ DEFAULT_MODEL_TARGET = "neuron@2020"
 DEFAULT_MODEL_STRATEGY = "cost"
 DEFAULT_TARGET = "neuron"
 DEFAULT_STRATEGY = "greedy"
+EXIT_FALLBACK = 3
+"""Exit status when --fail-on-fallback / --max-host-ops find more ops on the host than allowed
+(the plan and drawing are still written): a CI gate, distinct from errors (2)."""
 
 MODEL_HELP = ("an .onnx file, an MXNet -symbol.json (its .params beside it), or zoo:NAME "
               "(zoo:NAME:small for the small variant; see 'partition-lab zoo')")
@@ -51,7 +56,8 @@ COMPARE_JSON_DOC = """\
              "partition_s": float,                    # wall time of the strategy itself
              "notes": [str]}]}
 Numbers are null exactly when "applicable" is false (all_accel on a model with an
-unsupported op). Keys are stable: new keys may be added, none renamed or removed.
+unsupported op). Keys are stable: new keys may be added, none renamed or removed. JSON Schema:
+partition_lab/schemas/compare.schema.json.
 """
 
 
@@ -62,15 +68,20 @@ PLAN.json, schema "partition_lab.plan/2" (keys always present; seconds and bytes
    "options": {...}, "notes": [str],
    "regions": [{"id", "label", "device", "nodes": [int], "ops"}],
    "nodes": [{"id", "name", "op", "source_name", "device", "region", "reason",
+              "inputs", "outputs", "weights": [{"shape": [int], "dtype"}],
+              "flops", "time_s": float | null,     # predicted seconds on its device
               "why": {"code", "text", "rule", "device", "numbers": {name: float}},
               "support": {device: {"supported", "reason", "rule", "anchor"}}}],
+   "reason_groups": [{"device", "code", "rule", "decided_by", "text", "nodes": [int],
+                      "details": [{"text", "nodes": [int]}]}],   # ops off the top device
    "cost": {"model", "total_s", "compute_cpu_s", "compute_accel_s", "compute_by_device_s",
             "transfer_s", "transfer_bytes", "overhead_s",
             "regions": [{"region", "label", "device", "ops", "compute", "overhead", "total"}],
             "cuts": [{"tensor", "producer", "consumers", "src", "dst", "shape", "dtype",
                       "nbytes", "time"}]} | null}
 Nodes are in id order (a topological order). Older plan/1 files (one accelerator + the host,
-one verdict per node) still load.
+one verdict per node) still load. JSON Schemas of this file and of compare --json ship in the
+package: partition_lab/schemas/plan.schema.json (partition_lab.schemas.load_schema).
 """
 
 
@@ -153,8 +164,8 @@ def _add_common(parser: argparse.ArgumentParser, default: Any) -> None:
     kwargs: dict[str, Any] = {} if default is None else {"default": default}
     parser.add_argument("--progress", action="store_true", help="show progress on stderr even "
                         "when it is not a terminal", **kwargs)
-    parser.add_argument("--debug", action="store_true", help="print the traceback of an error",
-                        **kwargs)
+    parser.add_argument("--debug", action="store_true", help="print the traceback of an error "
+                        "and TVM's own log lines", **kwargs)
 
 
 def _subparser(commands: Any, name: str, summary: str, examples: list[str],
@@ -244,6 +255,7 @@ def _add_viz(commands: Any) -> None:
     sub.add_argument("-o", "--output", metavar="PATH",
                      help="output file; the suffix picks the format (.svg .png .pdf .dot); "
                           "default <model>.<target>.<strategy>.svg")
+    _add_gate_options(sub)
 
 
 def _add_partition(commands: Any) -> None:
@@ -255,11 +267,31 @@ def _add_partition(commands: Any) -> None:
         run_partition,
         extra="With -o PLAN.json, writes the plan (every op's device, region and reason, and the "
               "predicted\ncost) and the partitioned Relay text beside it as PLAN.relay (for "
-              "reading: weights\nare elided as meta[relay.Constant] references).\n\n"
+              "reading: weights\nare elided as meta[relay.Constant] references). --export "
+              "FILE.relay writes the partitioned\nmodule with its weights for a BYOC codegen: "
+              "partition_lab.load_model and tvm.relay.fromtext\nread it back, and relay.build "
+              "hands each region to relay.ext.<Compiler> (see --compiler).\n\n"
+              f"Exit status {EXIT_FALLBACK}: --fail-on-fallback or --max-host-ops found more ops "
+              "on the host than allowed\n(outputs are written first); 2: an error.\n\n"
               + PLAN_JSON_DOC + "\n" + _choices_text())
     _add_model_options(sub)
     sub.add_argument("-o", "--output", metavar="PLAN.json", help="write the plan as JSON here "
                      "and the partitioned Relay text with suffix .relay")
+    sub.add_argument("--export", metavar="FILE.relay", help="write the partitioned module with "
+                     "its weights (Relay text with metadata) for a BYOC codegen")
+    sub.add_argument("--compiler", action="append", default=[], metavar="NAME|DEVICE=NAME",
+                     help="the Compiler attribute of the accelerator functions (the codegen "
+                          "relay.ext.NAME); default from the device name (neuron@2020 -> "
+                          "neuron_2020); DEVICE=NAME per device on a platform with several")
+    _add_gate_options(sub)
+
+
+def _add_gate_options(sub: argparse.ArgumentParser) -> None:
+    """--fail-on-fallback and --max-host-ops: a CI gate with its own exit status."""
+    sub.add_argument("--fail-on-fallback", action="store_true",
+                     help=f"exit with status {EXIT_FALLBACK} if any op is on the host CPU")
+    sub.add_argument("--max-host-ops", type=int, metavar="N",
+                     help=f"exit with status {EXIT_FALLBACK} if more than N ops are on the host CPU")
 
 
 def _add_compare(commands: Any) -> None:
@@ -476,14 +508,59 @@ def _zoo_name(model: str) -> tuple[str, bool]:
 def run_partition_job(job: Job, args: argparse.Namespace) -> Any:
     """Load and partition; returns the PartitionResult."""
     from . import partition
+    from ._tvm_logs import quiet_tvm_logs
 
     mod, params = load(job, args.frontend)
-    with job.progress.step(f"partitioning for {job.target} ({job.strategy})"):
+    with job.progress.step(f"partitioning for {job.target} ({job.strategy})"), \
+            quiet_tvm_logs(not getattr(args, "debug", False)):
         return partition(mod, job.target, params=params, strategy=job.strategy,
                          name=model_label(job.model),
                          excl_node_names=tuple(args.exclude_node),
                          exclude_ops=tuple(args.exclude_op), cost_model=job.profile, profile_cache=job.profile_cache,
-                         strategy_options=job.strategy_options or None, **job.target_options)
+                         strategy_options=job.strategy_options or None,
+                         compiler=parse_compiler(getattr(args, "compiler", [])),
+                         **job.target_options)
+
+
+def parse_compiler(specs: Sequence[str]) -> str | dict[str, str] | None:
+    """``--compiler`` values: one ``NAME``, or ``DEVICE=NAME`` per BYOC device; None if none."""
+    if not specs:
+        return None
+    if len(specs) == 1 and "=" not in specs[0]:
+        return specs[0]
+    named: dict[str, str] = {}
+    for spec in specs:
+        device, sep, name = spec.partition("=")
+        if not sep or not device or not name:
+            raise UsageError(f"bad --compiler {spec!r}: with several, give DEVICE=NAME each")
+        named[device] = name
+    return named
+
+
+def check_gate(args: argparse.Namespace) -> int | None:
+    """The host-op limit of --fail-on-fallback / --max-host-ops, or None when not asked."""
+    limits = [0] if args.fail_on_fallback else []
+    if args.max_host_ops is not None:
+        if args.max_host_ops < 0:
+            raise UsageError(f"bad --max-host-ops {args.max_host_ops}: expected 0 or more")
+        limits.append(args.max_host_ops)
+    return min(limits) if limits else None
+
+
+def gate_status(plan: Any, limit: int | None) -> int:
+    """0, or EXIT_FALLBACK (with one line on stderr) when more than ``limit`` ops are on the
+    host CPU."""
+    from .core.plan import CPU
+
+    if limit is None:
+        return 0
+    host = [plan.graph[d.node].name for d in plan.decisions if d.device == CPU]
+    if len(host) <= limit:
+        return 0
+    shown = ", ".join(host[:5]) + (f" and {len(host) - 5} more" if len(host) > 5 else "")
+    print(f"{PROG}: {len(host)} op(s) on the host CPU, more than the {limit} allowed: {shown}",
+          file=sys.stderr)
+    return EXIT_FALLBACK
 
 
 def _check_output(path: Path, suffixes: Sequence[str]) -> None:
@@ -500,6 +577,7 @@ def run_viz(args: argparse.Namespace) -> int:
     from . import render
 
     job = resolve_job(args, default_model=True)
+    limit = check_gate(args)
     output = Path(args.output or _default_drawing_name(job))
     _check_output(output, sorted(render.FORMATS))
     result = run_partition_job(job, args)
@@ -509,7 +587,7 @@ def run_viz(args: argparse.Namespace) -> int:
     print(result.plan.summary().splitlines()[0])
     if result.cost is not None:
         print(f"predicted total: {render.format_time(result.cost.total)} ({result.cost.model})")
-    return 0
+    return gate_status(result.plan, limit)
 
 
 def _default_drawing_name(job: Job) -> str:
@@ -520,12 +598,18 @@ def _default_drawing_name(job: Job) -> str:
 
 def run_partition(args: argparse.Namespace) -> int:
     """``partition-lab partition``: print the summary; with -o, write plan JSON and Relay text."""
+    from .relay.export import SUFFIX, partitioned_text
     from .render import write_atomic
 
     job = resolve_job(args)
+    limit = check_gate(args)
+    parse_compiler(args.compiler)  # a malformed --compiler fails before loading
     output = Path(args.output) if args.output else None
     if output is not None:
         _check_output(output, [".json"])
+    export = Path(args.export) if args.export else None
+    if export is not None:
+        _check_output(export, [SUFFIX])
     result = run_partition_job(job, args)
     print(result.summary())
     if output is not None:
@@ -535,7 +619,10 @@ def run_partition(args: argparse.Namespace) -> int:
         write_atomic(output, plan_json.encode("utf-8") + b"\n")
         write_atomic(relay_path, relay_text.encode("utf-8"))
         print(f"wrote {output} and {relay_path}")
-    return 0
+    if export is not None:
+        write_atomic(export, partitioned_text(result.mod).encode("utf-8"))
+        print(f"wrote {export} (the partitioned module with its weights)")
+    return gate_status(result.plan, limit)
 
 
 def run_compare(args: argparse.Namespace) -> int:
@@ -554,7 +641,10 @@ def run_compare(args: argparse.Namespace) -> int:
     for name in names or ():
         strategies.get_strategy(name)  # fail before loading on an unknown name
     mod, params = load(job, args.frontend)
-    with job.progress.step(f"preparing for {job.target}"):
+    from ._tvm_logs import quiet_tvm_logs
+
+    with job.progress.step(f"preparing for {job.target}"), \
+            quiet_tvm_logs(not getattr(args, "debug", False)):
         analysis = analyze(mod, job.target, params=params, name=model_label(job.model),
                            excl_node_names=tuple(args.exclude_node),
                            exclude_ops=tuple(args.exclude_op), cost_model=job.profile, profile_cache=job.profile_cache,

@@ -82,7 +82,7 @@ class ComparisonRow:
         }
 
 
-@dataclass
+@dataclass(repr=False)
 class Comparison:
     """The rows of a comparison plus every plan and its cost breakdown, by strategy name."""
 
@@ -159,6 +159,11 @@ class Comparison:
                 out.append(f"  {note}" if note.startswith(row.strategy) else
                            f"  {row.strategy}: {note}")
         return "\n".join(out)
+
+    def __repr__(self) -> str:  # short: the plans hold the whole graph (MBs of text)
+        best = self.best()
+        return (f"Comparison({self.graph.name or 'graph'!r}, target={self.target!r}, "
+                f"{len(self.rows)} strategies, best={best.strategy if best else None!r})")
 
     def __str__(self) -> str:
         return self.to_table()

@@ -212,6 +212,47 @@ class Decision:
         return self.why.code if self.why else "strategy"
 
 
+@dataclass(frozen=True)
+class ReasonGroup:
+    """Ops on one device for one structured reason (code, deciding device, rule).
+
+    ``details`` splits them by their exact text, largest first, as ``(text, decisions)``;
+    ``headline`` is what the whole group shares: the text when there is one, else the
+    reason code or the rejecting rule in words.
+    """
+
+    device: str
+    why: Reason
+    decisions: tuple[Decision, ...]
+    details: tuple[tuple[str, tuple[Decision, ...]], ...]
+
+    @classmethod
+    def of(cls, decisions: Sequence[Decision]) -> ReasonGroup:
+        """The group of ``decisions`` (which share their device and reason key)."""
+        texts: dict[str, list[Decision]] = {}
+        for d in decisions:
+            texts.setdefault(d.reason, []).append(d)
+        details = sorted(texts.items(), key=lambda kv: (-len(kv[1]), kv[1][0].node))
+        first = decisions[0]
+        return cls(first.device, first.why or Reason("strategy", first.reason), tuple(decisions),
+                   tuple((text, tuple(ds)) for text, ds in details))
+
+    @property
+    def headline(self) -> str:
+        if len(self.details) == 1:
+            return self.details[0][0]
+        if self.why.code == "rejected" and self.why.rule:
+            return f"rule {self.why.rule} of {self.why.device} rejects them"
+        return REASON_CODES.get(self.why.code, self.why.code)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"device": self.device, "code": self.why.code, "rule": self.why.rule,
+                "decided_by": self.why.device, "text": self.headline,
+                "nodes": [d.node for d in self.decisions],
+                "details": [{"text": text, "nodes": [d.node for d in ds]}
+                            for text, ds in self.details]}
+
+
 @dataclass
 class PartitionPlan:
     """Regions and per-node decisions for one graph, platform and strategy.
@@ -456,8 +497,16 @@ class PartitionPlan:
             raise PlanError(f"region {region.label} on {region.device} has no anchor op")
 
     # ------------------------------------------------------------------ reporting
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready description (schema ``partition_lab.plan/2``): nodes in id order."""
+    def to_dict(self, node_times: Sequence[float] | None = None) -> dict[str, Any]:
+        """A JSON-ready description (schema ``partition_lab.plan/2``): nodes in id order.
+
+        Each node carries its input, output and weight tensors (shape and dtype), its FLOPs and,
+        with ``node_times`` (a cost model's prediction per node, e.g.
+        ``CostBreakdown.node_times``), its predicted seconds on its device (else null).
+        ``reason_groups`` lists the ops off the most preferred device by structured reason.
+        """
+        if node_times is not None and len(node_times) != len(self.graph):
+            raise PlanError(f"{len(node_times)} node times for a graph of {len(self.graph)} nodes")
         platform = self.platform
         return {
             "schema": PLAN_SCHEMA,
@@ -476,14 +525,20 @@ class PartitionPlan:
                  "ops": len(r.nodes)}
                 for r in self.regions
             ],
-            "nodes": [self._node_dict(d) for d in self.decisions],
+            "nodes": [self._node_dict(d, None if node_times is None else node_times[d.node])
+                      for d in self.decisions],
+            "reason_groups": [group.to_dict() for group in self.reason_groups()],
         }
 
-    def _node_dict(self, d: Decision) -> dict[str, Any]:
+    def _node_dict(self, d: Decision, time: float | None) -> dict[str, Any]:
         node = self.graph[d.node]
         return {
             "id": d.node, "name": node.name, "op": node.op, "source_name": node.source_name,
             "device": d.device, "region": d.region, "reason": d.reason,
+            "inputs": [_tensor_dict(t) for t in node.inputs],
+            "outputs": [_tensor_dict(t) for t in node.outputs],
+            "weights": [_tensor_dict(t) for t in node.weights],
+            "flops": float(node.flops), "time_s": None if time is None else float(time),
             "why": (d.why or Reason("strategy", d.reason)).to_dict(),
             "support": {name: {"supported": v.supported, "reason": v.reason, "rule": v.rule,
                                "anchor": v.anchor}
@@ -510,12 +565,13 @@ class PartitionPlan:
         lines.extend(f"  note: {note}" for note in self.notes)
         return "\n".join(lines)
 
-    def reason_groups(self) -> list[tuple[str, list[Decision]]]:
+    def reason_groups(self) -> list[ReasonGroup]:
         """Ops that are not on the platform's most preferred device, grouped by the structured
-        reason (code, deciding device, rule), largest group first, as (device, decisions).
+        reason (their device, code, deciding device and rule), largest group first.
 
-        Each group's text is its shared explanation: one op's text when all agree, else the
-        rule's wording without per-op details (see :meth:`group_text`).
+        Each group splits further into its distinct texts (:attr:`ReasonGroup.details`): one
+        rule rejects a stem conv for its channels and a dense for its batch, and each op keeps
+        its own words.
         """
         top = self.platform.names[0] if len(self.platform.names) > 1 else None
         groups: dict[tuple[str, tuple[str, str, str]], list[Decision]] = {}
@@ -524,43 +580,43 @@ class PartitionPlan:
                 continue
             why = d.why or Reason("strategy", d.reason)
             groups.setdefault((d.device, why.group_key()), []).append(d)
-        ordered = sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[1][0].node))
-        return [(device, decisions) for (device, _), decisions in ordered]
+        ordered = sorted(groups.values(), key=lambda ds: (-len(ds), ds[0].node))
+        return [ReasonGroup.of(decisions) for decisions in ordered]
 
-    @staticmethod
-    def group_text(decisions: Sequence[Decision]) -> str:
-        """The explanation a group shares: the text if every op has the same one, else the
-        rejecting rule's description with the op names left to the caller."""
-        texts = list(dict.fromkeys(d.reason for d in decisions))
-        if len(texts) == 1:
-            return texts[0]
-        why = decisions[0].why
-        if why is None:
-            return texts[0]
-        ops = list(dict.fromkeys(t.split(":", 1)[0] for t in texts))
-        detail = f" ({len(texts)} different details, e.g. {texts[0]})"
-        if why.code == "rejected":
-            return f"rule {why.rule} of {why.device} rejects them{detail}"
-        return f"{REASON_CODES.get(why.code, why.code)}{detail if len(ops) > 1 else ''}"
-
-    def _cpu_reason_lines(self, limit: int) -> list[str]:
-        """Ops off the most preferred device, grouped by structured reason, largest first."""
+    def _cpu_reason_lines(self, limit: int, details: int = 4) -> list[str]:
+        """Ops off the most preferred device, grouped by structured reason, largest first; a
+        group whose ops have different texts lists each text (up to ``details``) on its own line.
+        """
         ordered = self.reason_groups()
         lines = []
-        for device, decisions in ordered[:limit]:
-            names = [self.graph[d.node].name for d in decisions]
-            shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
-            where = "CPU" if device == CPU else device
-            lines.append(f"  on {where}: {shown}: {self.group_text(decisions)}")
+        for group in ordered[:limit]:
+            where = "CPU" if group.device == CPU else group.device
+            if len(group.details) == 1:
+                text, decisions = group.details[0]
+                lines.append(f"  on {where}: {self._names(decisions)}: {text}")
+                continue
+            ops = _op_histogram(self.graph[d.node].op for d in group.decisions)
+            lines.append(f"  on {where}: {len(group.decisions)} ops ({ops}): {group.headline}:")
+            for text, decisions in group.details[:details]:
+                lines.append(f"    {self._names(decisions)}: {text}")
+            if len(group.details) > details:
+                rest = sum(len(ds) for _, ds in group.details[details:])
+                lines.append(f"    {rest} more op(s) with {len(group.details) - details} other "
+                             "detail(s)")
         if len(ordered) > limit:
-            rest = sum(len(ds) for _, ds in ordered[limit:])
+            rest = sum(len(g.decisions) for g in ordered[limit:])
             lines.append(f"  {rest} more op(s) for {len(ordered) - limit} other reason(s)")
         return lines
+
+    def _names(self, decisions: Sequence[Decision], shown: int = 3) -> str:
+        names = [self.graph[d.node].name for d in decisions]
+        more = f" and {len(names) - shown} more" if len(names) > shown else ""
+        return ", ".join(names[:shown]) + more
 
     def __str__(self) -> str:
         return self.summary()
 
-    def __repr__(self) -> str:
+    def __repr__(self) -> str:  # short: a plan holds the whole graph
         return (f"PartitionPlan({self.graph.name or 'graph'!r}, target={self.target!r}, "
                 f"strategy={self.strategy!r}, {len(self.regions)} regions, "
                 f"{len(self.graph)} ops)")
@@ -655,6 +711,10 @@ def _op_histogram(ops: Iterable[str]) -> str:
     top = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
     text = ", ".join(f"{count} {op}" for op, count in top[:4])
     return text + (", ..." if len(top) > 4 else "")
+
+
+def _tensor_dict(tensor: Any) -> dict[str, Any]:
+    return {"shape": [int(d) for d in tensor.shape], "dtype": tensor.dtype}
 
 
 def _jsonable(value: Any) -> Any:

@@ -243,7 +243,7 @@ def _legend_rows(view: _PlanView) -> list[str]:
         if device.is_host:
             rows.append(f'<FONT COLOR="{line}" POINT-SIZE="14">&#9633;</FONT>  on the CPU '
                         f"({_html(role_text(device))}, {count}), with the reason "
-                        "(full text in the SVG tooltip)")
+                        "it is not on a more preferred device")
             continue
         held = regions.get(device.name, 0)
         rows.append(f'<FONT COLOR="{line}" POINT-SIZE="14">&#9632;</FONT>  '

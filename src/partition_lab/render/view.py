@@ -30,16 +30,11 @@ TARGET_COLOURS = {
 }
 
 
-REASON_CHARS = 126
-
-
-"""Visible length of a CPU op's reason; the full text is in the tooltip."""
-
-
 REASON_WIDTH = 42
 
 
-"""Characters per line of a visible reason (it wraps onto two lines)."""
+"""Characters per line of a visible reason. Reasons wrap and are never cut: a PNG or PDF has no
+tooltip to hold the rest."""
 
 
 HEADER_WIDTH = 96
@@ -51,7 +46,8 @@ HEADER_WIDTH = 96
 ISLAND_REASONS = 4
 
 
-"""Distinct reasons shown on a collapsed region or CPU island; the rest are in its tooltip."""
+"""Distinct reasons shown on a collapsed region or CPU island; the node says how many ops have
+other reasons (each op's is in plan.json and the SVG tooltip)."""
 
 
 SMALL_REGION = 4
@@ -211,15 +207,17 @@ class _PlanView:
         """Whether a tensor going from device ``src`` to ``dst`` leaves its domain."""
         return self.domain.get(src, src) != self.domain.get(dst, dst)
 
-    def relabel(self, text: str) -> str:
-        """``text`` without names of regions that are not drawn.
+    def relabel(self, text: str, *, keep_drawn: bool = False) -> str:
+        """``text`` without region labels the reader could misread.
 
         Strategies word reasons with region labels of their search state ("region accel7 (3
-        ops) excluded: ..."); a label that is not a region of this plan becomes "its region"
-        (or "another region"), so the drawing never names a region the reader cannot find.
+        ops) excluded: ..."): numbers of regions that were re-formed afterwards, so even a label
+        that this plan also has names another region (the cost strategy's reasons name
+        greedy's regions). In reasons every label becomes "its region" (or "another region").
+        With ``keep_drawn`` (plan notes) labels of drawn regions stay.
         """
         def keep_or_drop(match: re.Match[str]) -> str:
-            if match.group(2) in self.labels:
+            if keep_drawn and match.group(2) in self.labels:
                 return match.group(0)
             return "its region" if match.group(1) else "another region"
 
@@ -307,7 +305,9 @@ def _reason_lines(view: _PlanView, region: Region) -> tuple[list[str], list[str]
                            REASON_WIDTH + 8))
     if len(ranked) > ISLAND_REASONS:
         more = len(ranked) - ISLAND_REASONS
-        lines.append(f"... {more} more reason{'s' if more > 1 else ''} (see tooltip)")
+        ops = sum(count for _, count in ranked[ISLAND_REASONS:])
+        lines.append(f"and {ops} op{'s' if ops > 1 else ''} for {more} other "
+                     f"reason{'s' if more > 1 else ''}")
     full: dict[str, int] = {}
     for node in region.nodes:
         reason = view.reasons[node]
@@ -419,13 +419,13 @@ def _summary_lines(view: _PlanView) -> list[str]:
                      f" + copies {format_time(cost.transfer)}"
                      f" + invocations {format_time(cost.overhead)}")
         lines.append(f"cost model: {cost.model}")
-    lines.extend(f"note: {view.relabel(note)}" for note in plan.notes)
+    lines.extend(f"note: {view.relabel(note, keep_drawn=True)}" for note in plan.notes)
     return lines
 
 
 def _op_lines(op: OpNode) -> list[str]:
     name = op.source_name or op.name
-    return [op.op] if name == f"{op.op}_{op.id}" else [op.op, _clip_middle(name, 40)]
+    return [op.op] if name == f"{op.op}_{op.id}" else [op.op, *_chunks(name, 40)]
 
 
 def _size_line(view: _PlanView, region: Region) -> str:
@@ -436,7 +436,7 @@ def _size_line(view: _PlanView, region: Region) -> str:
 
 def _short_reason(reason: str, op: str) -> str:
     """The gist of a reason: without a leading "<op>" (the node already shows it), without
-    parenthesised remarks and after-semicolon commentary, clipped to :data:`REASON_CHARS`.
+    parenthesised remarks and after-semicolon commentary; never cut (callers wrap it).
 
     Parentheses that hold a tuple ("(batch, cin, cout) = (8, 16, 16)") are part of the gist and
     stay; those that hold prose ("(added in neuron-cc 1.0.24045)") go. A "; " followed by a word
@@ -447,7 +447,7 @@ def _short_reason(reason: str, op: str) -> str:
         if text.startswith(prefix):
             text = text[len(prefix):].strip()
     gist = _COMMENTARY.split(_without_remarks(text), maxsplit=1)[0]
-    return _clip(gist.strip() or text, REASON_CHARS)
+    return gist.strip() or text
 
 
 _TUPLE = re.compile(r"\s*[^\s(),;:]+(?:\s*,\s*[^\s(),;:]+)+\s*")
@@ -523,16 +523,9 @@ def _wrap(text: str, width: int) -> list[str]:
     return lines
 
 
-def _clip_middle(text: str, limit: int) -> str:
-    """Shorten a node name in the middle: both its prefix and its suffix tell which node it is."""
-    if len(text) <= limit:
-        return text
-    keep = limit - 3
-    return text[: keep // 2] + "..." + text[len(text) - (keep - keep // 2):]
-
-
-def _clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
+def _chunks(text: str, width: int) -> list[str]:
+    """A name without spaces in lines of ``width`` characters: wrapped, never cut."""
+    return [text[i:i + width] for i in range(0, len(text), width)] or [""]
 
 
 def _node_id(node: int) -> str:

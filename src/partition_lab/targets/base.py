@@ -214,9 +214,12 @@ class TargetSpec:
 
         ``supported`` ops are added, ``unsupported`` ops removed (with their reasons), ``rules``
         appended after this target's rules; ``anchors`` and ``prepare_steps`` replace this
-        target's when given. Options of this target are kept as they are.
+        target's when given. Options of this target are kept as they are. A base rule that
+        applies only to ops the extension lists in ``supported`` is dropped: the extension
+        brings its own kernel for them (neuron's resize rule does not judge a custom resize).
         """
         added, removed = _reasons(supported), _reasons(unsupported)
+        base_rules = tuple(r for r in self.rules if not (r.ops and r.ops <= added.keys()))
         # An op the extension supports again leaves the base's unsupported table.
         still_unsupported = {op: r for op, r in self.unsupported.items() if op not in added}
         return TargetSpec(
@@ -229,7 +232,7 @@ class TargetSpec:
             supports_all=self.supports_all,
             supported_reason=self.supported_reason,
             anchors=self.anchors if anchors is None else anchors,
-            rules=(*self.rules, *rules),
+            rules=(*base_rules, *rules),
             prepare_steps=self._prepare_steps if prepare_steps is None else prepare_steps,
             default_profile=default_profile or self.default_profile,
             options=self.options,

@@ -4,7 +4,9 @@
 compiler (1.0.6801.0) of the field report, before Deconvolution was added, and
 ``neuron@<release>`` any other release (``neuron@1.2.0.0``). The data, with sources, is in
 ``data/neuron_mxnet.toml``: for each Relay op, the MXNet ops that produce it and the release that
-listed each one. There are no anchors: any supported op may form a region. fp32 is accepted
+listed each one. ``image.resize2d`` is decided by its method and attributes (a nearest-neighbour
+resize by one integer factor is MXNet ``UpSampling``; bilinear is ``_contrib_BilinearResize2D``,
+which no release lists). There are no anchors: any supported op may form a region. fp32 is accepted
 (neuron-cc casts it); INT8 and 64-bit tensors are not (release-notes known issues).
 """
 
@@ -16,7 +18,7 @@ from typing import Any
 
 from ..errors import TargetSpecError, UnknownTargetError
 from .base import TargetSpec
-from .rules import Rule, rule_from_dict
+from .rules import ResizeAsUpsampling, Rule, rule_from_dict
 from .schema import packaged_data
 
 DATA_FILE = "neuron_mxnet.toml"
@@ -53,7 +55,7 @@ def build(version: str = "latest", **options: Any) -> TargetSpec:
         options={"version": str(version)},
         factory=build,
         sources=[f"{source['repository']}@{source['commit']} {source['path']}",
-                 source["url"], "targets-reference.md §1.1-1.6"],
+                 source["url"]],
     )
 
 
@@ -130,4 +132,8 @@ def _rules(data: Mapping[str, Any], release: str) -> list[Rule]:
         if before is not None and _key(release) >= _key(before):
             continue
         rules.append(rule_from_dict(entry, f"{DATA_FILE}: rules[{i}]"))
+    # image.resize2d is listed only as MXNet UpSampling (nearest, one integer scale): the method
+    # and attributes decide, not the op name.
+    rules.append(ResizeAsUpsampling("neuron-resize", frozenset({"image.resize2d"}), "UpSampling",
+                                    "neuron-cc", {"linear": "_contrib_BilinearResize2D"}))
     return rules

@@ -503,3 +503,89 @@ class _PredicateRule(Rule):
     def check(self, node: OpNode) -> Verdict | None:
         reason = self.test(node)
         return None if reason is None else self.reject(reason)
+
+
+#: Coordinate modes and rounding methods under which a nearest-neighbour resize by an integer
+#: factor s reads input pixel floor(out / s) at every output pixel, as an upsampling does.
+#: half_pixel maps out x = k*s + r to k + (r - (s-1)/2) / s, always within 0.5 of k, so any
+#: rounding to the nearest integer gives k (floor does not); asymmetric maps it to k + r/s, so
+#: only floor gives k; tf_half_pixel_for_nn maps it to k + (r + 0.5)/s, floor again. Relay's
+#: default rounding ("") is floor unless the mode is align_corners.
+NEAREST_AS_UPSAMPLING: Mapping[str, frozenset[str]] = {
+    "asymmetric": frozenset({"floor", ""}),
+    "tf_half_pixel_for_nn": frozenset({"floor", ""}),
+    "half_pixel": frozenset({"round", "round_prefer_floor", "round_prefer_ceil"}),
+    "pytorch_half_pixel": frozenset({"round", "round_prefer_floor", "round_prefer_ceil"}),
+}
+
+
+@dataclass(frozen=True)
+class ResizeAsUpsampling(Rule):
+    """``image.resize2d`` decided by its method and attributes, naming the compiler's own op.
+
+    A compiler whose list has a nearest-neighbour upsampling (``upsampling_op``, e.g. MXNet
+    ``UpSampling`` for neuron-cc) runs a resize that computes the same thing: method
+    ``nearest_neighbor``, layout NCHW, one integer factor for height and width, and a
+    coordinate mode / rounding pair of :data:`NEAREST_AS_UPSAMPLING`. Every other method is
+    rejected with the framework op it comes from (``sources``: method -> op name) when known.
+    """
+
+    name: str
+    ops: frozenset[str]
+    upsampling_op: str
+    compiler: str
+    sources: Mapping[str, str] = field(default_factory=dict)
+    kind: ClassVar[str] = "resize_as_upsampling"
+
+    def check(self, node: OpNode) -> Verdict:
+        method = str(attr(node, "method") or "linear")
+        if method != "nearest_neighbor":
+            source = self.sources.get(method)
+            # The framework op outside parentheses: drawings show a reason without its remarks.
+            origin = (f" is MXNet {source} (ONNX Resize mode {_onnx_mode(method)}), which"
+                      if source else "")
+            return self.reject(f"{node.op}: method {method}{origin} is not on {self.compiler}'s "
+                               f"list; only a nearest-neighbour resize by an integer factor is "
+                               f"(as MXNet {self.upsampling_op})")
+        problem = self._mismatch(node)
+        if problem:
+            return self.reject(f"{node.op}: nearest-neighbour, but {problem}, so it is not "
+                               f"MXNet {self.upsampling_op}, the form {self.compiler} lists")
+        scale = node.outputs[0].shape[2] // node.inputs[0].shape[2]
+        return self.accept(f"{node.op}: nearest-neighbour x{scale} is MXNet "
+                           f"{self.upsampling_op}(sample_type=nearest, scale={scale}) on "
+                           f"{self.compiler}'s list")
+
+    @staticmethod
+    def _mismatch(node: OpNode) -> str:
+        """Why a nearest-neighbour resize is not an upsampling, or "" when it is one."""
+        layout = str(attr(node, "layout") or "NCHW")
+        if layout != "NCHW":
+            return f"layout {layout} is not NCHW"
+        if not node.inputs or not node.outputs or len(node.inputs[0].shape) != 4:
+            return "its input is not a 4-D tensor"
+        (_, _, h, w), (_, _, oh, ow) = node.inputs[0].shape, node.outputs[0].shape
+        if min(h, w, oh, ow) <= 0 or oh % h or ow % w:
+            return f"{h}x{w} -> {oh}x{ow} is not an integer scale"
+        if oh // h != ow // w:
+            return f"height x{oh // h} and width x{ow // w} differ (UpSampling has one scale)"
+        mode = str(attr(node, "coordinate_transformation_mode") or "half_pixel")
+        rounding = str(attr(node, "rounding_method") or "")
+        if oh == h:  # a copy: every mode reads the same pixel
+            return ""
+        if rounding not in NEAREST_AS_UPSAMPLING.get(mode, frozenset()):
+            shown = rounding or "default"
+            return f"coordinate mode {mode} with rounding {shown} does not read pixel floor(out/s)"
+        return ""
+
+    def describe(self) -> str:
+        return (f"{self.name} ({_ops_text(self.ops)}): nearest_neighbor, NCHW, one integer scale, "
+                f"coordinates as MXNet {self.upsampling_op}; other methods rejected")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**super().to_dict(), "upsampling_op": self.upsampling_op,
+                "compiler": self.compiler, "sources": dict(self.sources)}
+
+
+def _onnx_mode(method: str) -> str:
+    return {"nearest_neighbor": "nearest"}.get(method, method)

@@ -78,8 +78,7 @@ def build(**options: Any) -> TargetSpec:
         default_profile="t4",
         options=opts,
         factory=build,
-        sources=[f"{source['repository']}@{source['commit']} {source['path']}",
-                 "targets-reference.md §2.3-2.6"],
+        sources=[f"{source['repository']}@{source['commit']} {source['path']}"],
     )
 
 
