@@ -436,3 +436,32 @@ def test_without_graph_runs_nothing_changes(graphs) -> None:
     assert model._ratio(model.entry_of("cpu"), op_class(node)) == (1.0, None)
     assert model.op_sigma(node, "cpu") == pytest.approx(
         math.hypot(model.entry_of("cpu").spread[op_signature(node)], 0.25))
+
+
+def test_copies_are_scaled_to_what_whole_graph_runs_paid_for_them(graphs) -> None:
+    """Runs whose inputs and outputs took 3x (then 2x, 4.5x) what the curves say: copies cost
+    the median, 3x, and the spread of those ratios widens their sigma."""
+    cache = synthetic_cache(graphs)
+    plain = ProfiledCostModel(cache, "tensorcore")
+    io = {"inputs_bytes": [2e6], "outputs_bytes": [4e6, 1e5]}
+    paid = (plain.transfer_time(2e6, "cpu", "cuda") + plain.transfer_time(4e6, "cuda", "cpu")
+            + plain.transfer_time(1e5, "cuda", "cpu"))
+    cache["devices"][GPU]["graphs"] = {
+        f"m{i}|tensorcore": {"model": f"m{i}", "platform": "tensorcore", "device": "cuda",
+                             "total_s": 1.0, "outside_s": paid * factor, "ops": 9, "runs": 3,
+                             **io}
+        for i, factor in enumerate((2.0, 3.0, 4.5))}
+    model = ProfiledCostModel(cache, "tensorcore")
+    scale, spread = model.copy_calibration("cuda")
+    assert scale == pytest.approx(3.0)
+    assert spread == pytest.approx(np.std(np.log([2.0, 3.0, 4.5])))
+    for nbytes in (1e3, 1e6):
+        cast = plain._cast_time(nbytes, "cuda", "cpu")  # a roofline part: not a curve's
+        assert model.transfer_time(nbytes, "cuda", "cpu") == pytest.approx(
+            3 * (plain.transfer_time(nbytes, "cuda", "cpu") - cast) + cast)
+        assert model.transfer_sigma(nbytes, "cuda", "cpu") > plain.transfer_sigma(
+            nbytes, "cuda", "cpu")
+    assert model.copy_calibration("cpu") == (1.0, None)  # the host copies nothing itself
+    del cache["devices"][GPU]["graphs"]["m2|tensorcore"]["outside_s"]
+    del cache["devices"][GPU]["graphs"]["m1|tensorcore"]["outside_s"]
+    assert ProfiledCostModel(cache, "tensorcore").copy_calibration("cuda") == (1.0, None)

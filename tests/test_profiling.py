@@ -674,7 +674,7 @@ def test_profile_keeps_the_whole_graph_run(tmp_path: Path) -> None:
                      name="m1")
     key = result.bindings["cpu"]
     stored = ProfileCache.load(cache).devices[key]
-    assert set(stored.graphs) == {"m1"} and stored.graphs["m1"]["ops"] == 4
+    assert set(stored.graphs) == {"m1|tensorcore"} and stored.graphs["m1|tensorcore"]["ops"] == 4
     assert all(set(s.in_graph) == {"m1"} for s in stored.ops.values())
     assert "the whole graph run on this device" in result.summary()
     skipped = profile(small_bundle(), device="cpu", cache=tmp_path / "other.json",

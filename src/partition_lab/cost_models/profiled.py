@@ -838,7 +838,8 @@ class ProfiledCostModel:
     priced alone (measured or fitted, plus the per-op overheads) times the median ratio
     in-graph / alone of their op class on that entry (at least :data:`MIN_RATIO` signatures
     with both, else of the entry), and the spread of those ratios is the in-graph part of
-    their sigma, measured instead of assumed.
+    their sigma, measured instead of assumed. Copies read off a measured curve are scaled to
+    what the whole-graph runs paid for their inputs and outputs (:meth:`copy_calibration`).
     """
 
     def __init__(self, cache: Any, platform: Any, *, binding: Mapping[str, str] | None = None,
@@ -863,6 +864,7 @@ class ProfiledCostModel:
             fallback = get_cost_model(self.platform)
         self.fallback = fallback
         self._roofline = _find_roofline(fallback, self.platform)
+        self._copy_scales: dict[str, tuple[float, float | None]] = {}
         parts = [f"{'+'.join(d for d, k in self.binding.items() if k == key)}="
                  f"{devices[key].get('name') or key} ({len(e.signatures)} ops)"
                  for key, e in self._entries.items()]
@@ -1011,26 +1013,65 @@ class ProfiledCostModel:
                 return curve
         return None
 
-    def _transfer_parts(self, nbytes: float, src: str, dst: str) -> list[tuple[float, float]]:
-        """(seconds, sigma) of each part of a crossing: one domain curve, or copy + cast."""
+    def _transfer_parts(self, nbytes: float, src: str, dst: str, *, calibrated: bool = True
+                        ) -> list[tuple[float, float]]:
+        """(seconds, sigma) of each part of a crossing: one domain curve, or copy + cast.
+        ``calibrated``: a curve scaled by :meth:`copy_calibration` of the device side."""
         a, b = self.platform.device(src), self.platform.device(dst)
         if a.domain == b.domain:
             return []
+        scale, spread = 1.0, None
+        if calibrated:
+            scale, spread = self.copy_calibration(dst if a.is_host else src)
         domain = self._curve(f"{a.memory}:{a.precision}->{b.memory}:{b.precision}", src, dst)
         if domain is not None:
-            return [(domain.time(nbytes), _curve_sigma(domain, nbytes))]
+            return [(domain.time(nbytes) * scale,
+                     math.hypot(_curve_sigma(domain, nbytes), spread or 0.0))]
         parts = []
         cast = self._cast_time(nbytes, src, dst) if a.precision != b.precision else 0.0
         if a.memory != b.memory:
             curve = self._curve(f"{a.memory}->{b.memory}", src, dst)
             if curve is not None:
-                parts.append((curve.time(nbytes), _curve_sigma(curve, nbytes)))
+                parts.append((curve.time(nbytes) * scale,
+                              math.hypot(_curve_sigma(curve, nbytes), spread or 0.0)))
             else:
                 copy = self.fallback.transfer_time(nbytes, src, dst) - cast
                 parts.append((max(copy, 0.0), FALLBACK_SIGMA))
         if cast:
             parts.append((cast, CAST_SIGMA))
         return parts
+
+    def copy_calibration(self, device: str) -> tuple[float, float | None]:
+        """(scale, log sd) of the copy curves of ``device``'s entry, from its whole-graph runs:
+        per run, the part outside the ops (the graph's input and output copies as the
+        executor made them) over the curves' price of those copies; median and spread over
+        the runs on this platform (on any platform if fewer than two). (1, None) where the
+        entry has fewer than two runs with copies worth 0.1 ms."""
+        key = self.binding.get(device)
+        if key is None or self.platform.device(device).is_host:
+            return 1.0, None
+        if key not in self._copy_scales:
+            self._copy_scales[key] = self._fit_copy_scale(key, device)
+        return self._copy_scales[key]
+
+    def _fit_copy_scale(self, key: str, device: str) -> tuple[float, float | None]:
+        host = self.platform.host.name
+        logs: dict[bool, list[float]] = {True: [], False: []}
+        for run in self._entries[key].raw.get("graphs", {}).values():
+            if "outside_s" not in run:
+                continue
+            predicted = sum(
+                t for nbytes in run.get("inputs_bytes", ())
+                for t, _ in self._transfer_parts(nbytes, host, device, calibrated=False)) + sum(
+                t for nbytes in run.get("outputs_bytes", ())
+                for t, _ in self._transfer_parts(nbytes, device, host, calibrated=False))
+            if predicted >= 1e-4 and run["outside_s"] > 0:
+                same = run.get("platform") == self.platform.name
+                logs[same].append(math.log(run["outside_s"] / predicted))
+        chosen = logs[True] if len(logs[True]) >= 2 else logs[True] + logs[False]
+        if len(chosen) < 2:
+            return 1.0, None
+        return math.exp(statistics.median(chosen)), statistics.pstdev(chosen)
 
     def _cast_time(self, nbytes: float, src: str, dst: str) -> float:
         """The roofline's cast at the float32 side: 3 bytes moved per stored float16 byte."""

@@ -1362,18 +1362,22 @@ class PlanExecutor:
     # ------------------------------------------------------------------ running
     def run(self, inputs: Mapping[str, np.ndarray], *, timings: RunTimings | None = None,
             before_node: Callable[[OpNode, list[Any]], None] | None = None,
-            prepare_weights: bool = True) -> list[np.ndarray]:
+            prepare_weights: bool = True,
+            after_region: Callable[[str], None] | None = None) -> list[np.ndarray]:
         """The graph's outputs (as numpy arrays, in graph output order) for ``inputs``.
 
         With ``timings``, every region and move is synchronised and timed into it (slower: use
         :meth:`benchmark` for end-to-end times). ``before_node(node, args)`` is called before
-        each op (used by :func:`calibrate_batch_norm`).
+        each op (used by :func:`calibrate_batch_norm`), ``after_region(label)`` after each
+        region's last op is issued (before its outputs move).
         """
         values = self._start(inputs)
         for i, step in enumerate(self.steps):
             start = self._clock() if timings is not None else 0.0
             if step.kind == "region":
                 self._run_region(step, values, before_node, prepare_weights)
+                if after_region is not None:
+                    after_region(step.label)
             else:
                 self._copy(step, values)
             if timings is not None:

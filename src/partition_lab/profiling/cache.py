@@ -20,8 +20,11 @@ Schema ``partition_lab.profile_cache/1``::
 Whole-graph runs (``profile(..., graphs=True)``, the default for runners that can run graphs):
 each op record may hold ``"in_graph_s": {model: seconds}``, the op's median slot inside that
 model's graph run on this device (:class:`~partition_lab.profiling.runners.GraphTiming`), and
-the entry ``"graphs": {model: {"total_s", "ops", "runs", "measured_at"}}``, the runs themselves.
-Kept per model, so that a model can be left out of a fit (leave-one-model-out).
+the entry ``"graphs": {"<model>|<platform>": {"model", "platform", "device", "total_s",
+"outside_s", "ops", "runs", "measured_at", "inputs_bytes", "outputs_bytes"}}``, the runs
+themselves (``outside_s``: the part outside the ops, mostly the copies of the graph's inputs
+and outputs, whose sizes follow). Kept per model, so that a model can be left out of a fit
+(leave-one-model-out).
 
 Beyond the spec, written where measured (readers use the keys they know): ``overheads.op_floor_s``
 (the host time per op of a chain of tiny ops, a floor for queued GPU launches), and copy curves

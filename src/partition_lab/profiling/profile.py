@@ -348,8 +348,16 @@ def _profile_graph(entry: DeviceEntry, runner: Runner, model: _Model, label: str
         stats = entry.ops.get(sig)
         if stats is not None:
             stats.in_graph[label] = seconds
-    entry.graphs[label] = {"total_s": timing.total_s, "ops": timing.ops, "runs": timing.runs,
-                           "measured_at": now_iso()}
+    platform = model.platform
+    on = next((d for d in report.devices if not platform.device(d).is_host), platform.host.name)
+    graph = model.graph
+    entry.graphs[f"{label}|{platform.name}"] = {
+        "model": label, "platform": platform.name, "device": on,
+        "total_s": timing.total_s, "outside_s": timing.outside_s, "ops": timing.ops,
+        "runs": timing.runs, "measured_at": now_iso(),
+        # what crosses between the host and the device in that run, to price it as a plan would
+        "inputs_bytes": [t.nbytes for t in graph.graph_inputs.values()],
+        "outputs_bytes": [graph[n].outputs[i].nbytes for n, i in graph.outputs]}
     report.graph_s = timing.total_s
 
 

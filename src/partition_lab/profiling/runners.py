@@ -78,6 +78,7 @@ class GraphTiming:
     ops: int
     runs: int
     in_graph_s: dict[str, float]
+    outside_s: float = 0.0
 
 
 class Runner:
@@ -309,17 +310,18 @@ class TorchRunner(Runner):
                       max_seconds: float | None = None) -> GraphTiming | None:
         """The graph run whole by :class:`~partition_lab.executors.torch_exec.PlanExecutor` on
         this device (synthetic weights, random inputs), ``runs`` times plain and ``runs``
-        times with a mark before each op (a CUDA event on a GPU, the clock on the CPU).
+        times with a mark before each op and one after the last (a CUDA event on a GPU, the
+        clock on the CPU).
 
         A slot is the time from an op's mark to the next one: inside an eagerly launched
         graph it is the larger of the op's kernel and the host's time to issue it, the cost
         an op timed alone back to back does not show (issue 11: ops timed alone under-predicted
-        whole graphs by about 1.6x). The marks themselves cost time; slots are scaled by
-        plain / marked run time. Fewer runs (at least 3) once ``max_seconds`` (default the
-        runner's ``graph_s``) have passed, and past ``deadline`` (at least one).
+        whole graphs by about 1.6x). The marks themselves cost time: slots are scaled so that
+        they add up to the plain run less what lies outside the ops (``outside_s``: the input
+        and output copies as the executor makes them, and its start and finish). Fewer runs
+        (at least 3) once ``max_seconds`` (default the runner's ``graph_s``) have passed, and
+        past ``deadline`` (at least one).
         """
-        import numpy as np
-
         from ..cost_models.measured import op_signature
         from ..executors.torch_exec import PlanExecutor, sample_inputs, synthetic_weights
 
@@ -330,7 +332,7 @@ class TorchRunner(Runner):
         executor.prepare()
         for _ in range(2):
             executor.run(inputs)
-        plain, marked, slots = [], [], []
+        plain, spans, outside, slots = [], [], [], []
         max_seconds = self.graph_s if max_seconds is None else max_seconds
         began = time.perf_counter()
         for _ in range(runs):
@@ -338,28 +340,38 @@ class TorchRunner(Runner):
             if plain and ((deadline is not None and now > deadline)
                           or (len(plain) >= 3 and now - began > max_seconds)):
                 break
-            self._sync()
-            start = time.perf_counter()
-            executor.run(inputs)
-            self._sync()
-            plain.append(time.perf_counter() - start)
+            plain.append(self._run_time(executor, inputs))
             marks: list[Any] = []
-            self._sync()
-            start = time.perf_counter()
-            executor.run(inputs, before_node=functools.partial(self._mark_node, marks))
-            marks.append((None, self._mark()))
-            self._sync()
-            marked.append(time.perf_counter() - start)
-            slots.append(self._slots(marks))
-        scale = min(1.0, statistics.median(plain) / statistics.median(marked))
-        per_node = {n: statistics.median(run[n] for run in slots) * scale for n in slots[0]}
+            marked = self._run_time(executor, inputs, marks)
+            run_slots = self._slots(marks)
+            spans.append(sum(run_slots.values()))
+            outside.append(max(marked - spans[-1], 0.0))
+            slots.append(run_slots)
+        outside_s = statistics.median(outside)
+        scale = min(1.0, max(statistics.median(plain) - outside_s, 1e-9)
+                    / max(statistics.median(spans), 1e-9))
         by_signature: dict[str, list[float]] = {}
-        for node_id, seconds in per_node.items():
+        for node_id in slots[0]:
+            seconds = statistics.median(run[node_id] for run in slots) * scale
             by_signature.setdefault(op_signature(graph[node_id]), []).append(seconds)
         del executor
         self._empty_cache()
         return GraphTiming(float(statistics.median(plain)), len(graph), len(plain),
-                           {sig: float(np.median(v)) for sig, v in by_signature.items()})
+                           {sig: float(statistics.median(v)) for sig, v in by_signature.items()},
+                           float(outside_s))
+
+    def _run_time(self, executor: Any, inputs: Any, marks: list[Any] | None = None) -> float:
+        """Seconds of one synchronised run; with ``marks``, a mark before each op and one
+        after the region (``(node id or None, mark)``)."""
+        self._sync()
+        start = time.perf_counter()
+        if marks is None:
+            executor.run(inputs)
+        else:
+            executor.run(inputs, before_node=functools.partial(self._mark_node, marks),
+                         after_region=lambda _label: marks.append((None, self._mark())))
+        self._sync()
+        return time.perf_counter() - start
 
     def _mark_node(self, marks: list[Any], node: OpNode, _args: Any) -> None:
         marks.append((node.id, self._mark()))
@@ -375,7 +387,7 @@ class TorchRunner(Runner):
         return event
 
     def _slots(self, marks: Sequence[tuple[int | None, Any]]) -> dict[int, float]:
-        """Seconds from each op's mark to the next mark (the last mark ends the run)."""
+        """Seconds from each op's mark to the next mark (the region's end mark ends the last)."""
         self._sync()
         out = {}
         for (node_id, begin), (_, end) in zip(marks, marks[1:], strict=False):
