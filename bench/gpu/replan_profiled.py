@@ -71,9 +71,9 @@ def withheld_cache(cache: dict[str, Any], model: str, signatures: set[str], mode
             rec.get("in_graph_s", {}).pop(model, None)
             if not rec.get("in_graph_s", True):
                 del rec["in_graph_s"]
-        for key in [k for k, run in entry.get("graphs", {}).items()
-                    if run.get("model", k.split("|")[0]) == model]:
-            del entry["graphs"][key]
+        for run_key in [k for k, run in entry.get("graphs", {}).items()
+                        if run.get("model", k.split("|")[0]) == model]:
+            del entry["graphs"][run_key]
         dropped[key] = len(gone)
     return out, dropped
 
