@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
+from . import _signals
+from ._outputs import check_outputs, input_files, write_together
 from .errors import InputShapeError, PartitionLabError
 from .progress import Progress
 
@@ -91,9 +93,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("TOPHUB_LOCATION", "NONE")  # TVM would otherwise retry a download
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
+    _signals.install()  # Ctrl-C stops the run even when the shell started it ignoring SIGINT
     try:
         args = build_parser().parse_args(argv)
-        return args.handler(args)
+        status = args.handler(args)
+        _signals.check()  # an interrupt that a library caught and swallowed still counts
+        return status
     except SystemExit as exc:  # --help and --version exit through argparse
         return exc.code if isinstance(exc.code, int) else 0
     except BrokenPipeError:  # output piped into head or less that exited early: not an error
@@ -499,6 +504,7 @@ def run_viz(args: argparse.Namespace) -> int:
     job = resolve_job(args, default_model=True)
     output = Path(args.output or _default_drawing_name(job))
     _check_output(output, sorted(render.FORMATS))
+    check_outputs([output], input_files(job.model, job.target, job.profile_cache))
     result = run_partition_job(job, args)
     with job.progress.step(f"rendering {output}"):
         render.write(result.plan, output, result.cost, collapse=args.collapse)
@@ -517,20 +523,20 @@ def _default_drawing_name(job: Job) -> str:
 
 def run_partition(args: argparse.Namespace) -> int:
     """``partition-lab partition``: print the summary; with -o, write plan JSON and Relay text."""
-    from .render import write_atomic
-
     job = resolve_job(args)
     output = Path(args.output) if args.output else None
     if output is not None:
         _check_output(output, [".json"])
+        check_outputs([output, output.with_suffix(".relay")],
+                      input_files(job.model, job.target, job.profile_cache))
     result = run_partition_job(job, args)
     print(result.summary())
     if output is not None:
         relay_path = output.with_suffix(".relay")
-        # Both texts are built before either file is written: a failure leaves neither.
+        # Both texts are built before either file is written, and written as a pair.
         plan_json, relay_text = result.to_json(), result.mod.astext(show_meta_data=False)
-        write_atomic(output, plan_json.encode("utf-8") + b"\n")
-        write_atomic(relay_path, relay_text.encode("utf-8"))
+        write_together({output: plan_json.encode("utf-8") + b"\n",
+                        relay_path: relay_text.encode("utf-8")})
         print(f"wrote {output} and {relay_path}")
     return 0
 

@@ -1,0 +1,60 @@
+"""Ctrl-C (SIGINT) stops a command cleanly: exit status 130, and the old output kept.
+
+Two things made Ctrl-C unreliable before. A shell starts background jobs with SIGINT ignored,
+and Python then never installs its handler, so the run went on and replaced its output. And an
+interrupt that lands inside TVM or MXNet code can be lost when the library turns the exception
+into one of its own, which a ``except Exception`` then handles. Here the command installs its
+own handler whatever it inherited; the handler both raises :class:`KeyboardInterrupt` and
+records the interrupt, and outputs are committed only after :func:`check` (see
+:mod:`partition_lab._outputs`), so a swallowed interrupt still stops the command before it
+writes anything.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
+
+_state = {"interrupted": False, "deferring": False}
+
+
+def install() -> None:
+    """Handle SIGINT with :func:`_on_sigint` (main thread only; elsewhere it does nothing)."""
+    if threading.current_thread() is threading.main_thread():
+        _state["interrupted"] = False
+        signal.signal(signal.SIGINT, _on_sigint)
+
+
+def interrupted() -> bool:
+    """Whether SIGINT arrived since :func:`install`."""
+    return _state["interrupted"]
+
+
+def check() -> None:
+    """Raise :class:`KeyboardInterrupt` if SIGINT arrived, even if its exception was lost."""
+    if _state["interrupted"]:
+        raise KeyboardInterrupt
+
+
+@contextmanager
+def deferred() -> Iterator[None]:
+    """Hold Ctrl-C back while the body runs (renaming outputs into place).
+
+    An interrupt that came before raises here, before the body starts; one that comes during
+    it is recorded and reported by the command's exit status once the body has finished.
+    """
+    check()
+    _state["deferring"] = True
+    try:
+        yield
+    finally:
+        _state["deferring"] = False
+
+
+def _on_sigint(signum: int, frame: FrameType | None) -> None:
+    _state["interrupted"] = True
+    if not _state["deferring"]:
+        raise KeyboardInterrupt
