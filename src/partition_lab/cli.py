@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from . import _signals
+from ._audience import command_line
 from ._outputs import check_outputs, input_files, write_together
 from .errors import InputShapeError, PartitionLabError
 from .progress import Progress
@@ -96,7 +97,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     _signals.install()  # Ctrl-C stops the run even when the shell started it ignoring SIGINT
     try:
         args = build_parser().parse_args(argv)
-        status = args.handler(args)
+        with command_line():  # hints name the CLI's flags, not Python arguments
+            status = args.handler(args)
         _signals.check()  # an interrupt that a library caught and swallowed still counts
         return status
     except SystemExit as exc:  # --help and --version exit through argparse
@@ -223,6 +225,9 @@ def _add_model_options(sub: argparse.ArgumentParser, *, optional_model: bool = F
                           "rest; devices it does not bind use the roofline)")
     sub.add_argument("--frontend", choices=("mxnet", "onnx"), default="mxnet",
                      help="for zoo: models, which frontend converts them (default mxnet)")
+    sub.add_argument("--no-onnx-check", dest="onnx_check", action="store_false",
+                     help="convert an ONNX file that onnx.checker rejects (or whose opset is "
+                          "missing or unknown) anyway, with a warning")
 
 
 def _add_viz(commands: Any) -> None:
@@ -401,6 +406,7 @@ class Job:
     profile: str | None
     progress: Progress
     profile_cache: str | None = None
+    onnx_check: bool = True
 
 
 def resolve_job(args: argparse.Namespace, *, default_model: bool = False) -> Job:
@@ -439,7 +445,8 @@ def resolve_job(args: argparse.Namespace, *, default_model: bool = False) -> Job
         raise InputShapeError("--input-shape applies to model files; zoo models have fixed "
                               "shapes (see 'partition-lab zoo')")
     return Job(model, target_name, target_options, strategy, strategy_options, shapes,
-               args.profile, Progress(True if args.progress else None), cache)
+               args.profile, Progress(True if args.progress else None), cache,
+               args.onnx_check)
 
 
 def load(job: Job, frontend: str) -> tuple[Any, Any]:
@@ -452,7 +459,8 @@ def load(job: Job, frontend: str) -> tuple[Any, Any]:
             return zoo.load(name, frontend=frontend, small=small)
         from . import load_model
 
-        return load_model(job.model, input_shapes=job.input_shapes or None)
+        return load_model(job.model, input_shapes=job.input_shapes or None,
+                          check_onnx=job.onnx_check)
 
 
 def model_label(model: str) -> str:

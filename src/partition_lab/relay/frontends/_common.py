@@ -9,6 +9,7 @@ from pathlib import Path
 import tvm
 from tvm import relay
 
+from ..._audience import shape_name, shapes_hint, shapes_option
 from ...errors import InputShapeError, ModelNotFoundError
 
 Shape = tuple[int, ...]
@@ -29,9 +30,9 @@ def existing_file(path: str | Path, what: str = "model file") -> Path:
 
 
 def example_hint(names: Sequence[str]) -> str:
-    """``input_shapes={...}`` as the user would type it, with an example shape per input."""
-    inner = ", ".join(f"{name!r}: {EXAMPLE_SHAPE}" for name in names)
-    return f"input_shapes={{{inner}}}"
+    """How to give these inputs a shape, as the user would type it (a CLI flag or a Python
+    argument), with an example shape per input."""
+    return shapes_hint(dict.fromkeys(names, EXAMPLE_SHAPE))
 
 
 def checked_shape(name: str, shape: object) -> Shape:
@@ -39,8 +40,8 @@ def checked_shape(name: str, shape: object) -> Shape:
     dims = tuple(shape) if isinstance(shape, tuple | list) else None
     if dims is None or not all(_is_positive_int(d) for d in dims):
         raise InputShapeError(
-            f"input_shapes[{name!r}] = {shape!r} is not a shape; give a tuple of positive "
-            f"ints such as {EXAMPLE_SHAPE}"
+            f"{shape_name(name)} = {shape!r} is not a shape; give positive integers such as "
+            f"{example_hint([name])}"
         )
     return tuple(int(d) for d in dims)
 
@@ -50,7 +51,7 @@ def check_known_names(given: Mapping[str, object], known: Sequence[str]) -> None
     unknown = sorted(set(given) - set(known))
     if unknown:
         raise InputShapeError(
-            f"input_shapes names {unknown}, which the model does not have as inputs; "
+            f"{shapes_option()} names {unknown}, which the model does not have as inputs; "
             f"its inputs are {list(known)}"
         )
 
@@ -72,7 +73,7 @@ def resolve_declared_shapes(
             shape = checked_shape(name, given[name])
             if len(shape) != len(dims):
                 raise InputShapeError(
-                    f"input_shapes[{name!r}] = {shape} has rank {len(shape)} but the model's "
+                    f"{shape_name(name)} = {shape} has rank {len(shape)} but the model's "
                     f"input {name!r} has rank {len(dims)} ({_format_dims(dims)})"
                 )
             shapes[name] = shape
