@@ -426,7 +426,11 @@ def resolve_job(args: argparse.Namespace, *, default_model: bool = False) -> Job
     strategy_options = {k: v for k, v in options.items() if k in strategy_fields}
     target_options = {k: v for k, v in options.items() if k not in strategy_fields}
     strategies.get_strategy(strategy, **strategy_options)  # raises UnknownStrategyError
-    get_platform(target_name, **target_options)  # raises UnknownTargetError
+    platform = get_platform(target_name, **target_options)  # raises UnknownTargetError
+    if not args.profile:
+        from .targets.user import check_cost_profiles
+
+        check_cost_profiles(platform)  # a target file without default_profile
     if args.profile:
         from .cost_models import load_profile
 
