@@ -19,6 +19,7 @@ import tvm
 
 from ...errors import ModelFormatError
 from ._common import existing_file
+from ._diagnostics import captured
 from ._spans import calls_without_source_name, span_name
 
 Params = dict[str, tvm.nd.NDArray]
@@ -86,7 +87,9 @@ def load_model(
     Loading writes no file.
     """
     if isinstance(source, str | os.PathLike):
-        return _load_file(existing_file(source), input_shapes, params, input_dtypes, check_onnx)
+        path = existing_file(source)
+        with captured(repr(path.name), bool(input_shapes)):
+            return _load_file(path, input_shapes, params, input_dtypes, check_onnx)
     kind = _mxnet_object_kind(source)
     if kind == "block":
         from ._mxnet import load_gluon_block

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -17,6 +18,10 @@ Shape = tuple[int, ...]
 DeclaredDim = int | str | None
 
 EXAMPLE_SHAPE = (1, 3, 224, 224)
+
+MAX_INPUT_ELEMENTS = 2**32
+"""The most elements an input may have (16 GiB of float32): a larger shape is a typo, and
+would pass unnoticed until a cost estimate or a build overflows."""
 
 
 def existing_file(path: str | Path, what: str = "model file") -> Path:
@@ -43,7 +48,18 @@ def checked_shape(name: str, shape: object) -> Shape:
             f"{shape_name(name)} = {shape!r} is not a shape; give positive integers such as "
             f"{example_hint([name])}"
         )
-    return tuple(int(d) for d in dims)
+    return check_size(name, tuple(int(d) for d in dims))
+
+
+def check_size(name: str, shape: Shape) -> Shape:
+    """``shape``, or :class:`InputShapeError` if it has more than :data:`MAX_INPUT_ELEMENTS`."""
+    elements = math.prod(shape)
+    if elements > MAX_INPUT_ELEMENTS:
+        raise InputShapeError(
+            f"input {name!r} of shape {shape} would have {elements:.3g} elements "
+            f"({elements * 4 / 2**40:.3g} TiB as float32), more than the limit of 2**32; "
+            f"check {shape_name(name)}")
+    return shape
 
 
 def check_known_names(given: Mapping[str, object], known: Sequence[str]) -> None:
@@ -85,7 +101,7 @@ def resolve_declared_shapes(
                     f"{example_hint([name])} with the size you want (model declares "
                     f"{_format_dims(dims)})"
                 )
-        shapes[name] = tuple(int(d) for d in dims)  # type: ignore[arg-type]  # checked above
+        shapes[name] = check_size(name, tuple(int(d) for d in dims))  # type: ignore[arg-type]  # checked above
     return shapes
 
 
