@@ -138,13 +138,20 @@ def read_onnx(path: Path) -> onnx.ModelProto:
 def checker_problem(model: onnx.ModelProto) -> str | None:
     """What ``onnx.checker`` finds wrong with the model, or None.
 
-    A finding is fatal only if TVM then fails too: the checker also rejects models that convert
-    fine (an output without a shape, say), while a truncated file fails both.
+    One finding is let pass: a graph output declared without a shape. The loader infers every
+    output's type itself, so the declaration is never read, and exporters often leave it out.
     """
+    bare = [value for value in model.graph.output
+            if value.type.HasField("tensor_type") and not value.type.tensor_type.HasField("shape")]
+    for value in bare:
+        value.type.tensor_type.shape.SetInParent()  # declared, with no dims, for the check only
     try:
         onnx.checker.check_model(model)
     except onnx.checker.ValidationError as exc:
         return _first_line(exc)
+    finally:
+        for value in bare:
+            value.type.tensor_type.ClearField("shape")
     return None
 
 
