@@ -346,11 +346,11 @@ def _(d: Path):
 # ------------------------------------------------------------------ 4, 7: target files
 BAD_TEMPLATES = {
     "huge-width": ('{op:>900000000}', "only an alignment and a width up to 80"),
-    "attribute-walk": ('{op.__class__.__mro__}', "{'op.__class__.__mro__'} is not allowed"),
-    "index": ('{op[0]}', "is not allowed"),
-    "conversion": ('{op!r}', "has a format '!r:'"),
-    "unknown-field": ('{weights}', "{'weights'} is not allowed"),
-    "positional": ('{0}', "{'0'} is not allowed"),
+    "attribute-walk": ('{op.__class__.__mro__}', "{'op.__class__.__mro__'} in the message"),
+    "index": ('{op[0]}', "in the message"),
+    "conversion": ('{op!r}', "with the format '!r:'"),
+    "unknown-field": ('{weights}', "{'weights'} in the message"),
+    "positional": ('{0}', "{'0'} in the message"),
     "unbalanced": ('{op', "bad message template"),
     "nested-width": ('{op:>{value}}', "only an alignment and a width"),
     "fill-and-width": ('{op:*^81}', "width up to 80"),
@@ -367,7 +367,7 @@ for _name, (_template, _needle) in BAD_TEMPLATES.items():
 @case("target-dtype-message-attr-field")
 def _(d: Path):
     rule = 'kind = "dtype_in"\ndtypes = ["float16"]\nmessage = "{attr}"\n'
-    return ["partition", tiny_onnx(d), "-t", rule_target(d, rule)], "{'attr'} is not allowed"
+    return ["partition", tiny_onnx(d), "-t", rule_target(d, rule)], "{'attr'} in the message"
 
 
 @case("target-nested-any-of-message")

@@ -74,18 +74,34 @@ def _commit(staged: Mapping[Path, Path]) -> None:
     try:
         for path, temporary in staged.items():
             backup = _backup(path)
+            try:
+                os.replace(temporary, path)
+            except BaseException:
+                _discard(backup)  # this file was not replaced: its old contents are in place
+                raise
             done.append((path, backup))
-            os.replace(temporary, path)
     except BaseException:
         for path, backup in reversed(done):
-            if backup is None:
-                path.unlink(missing_ok=True)
-            else:
-                os.replace(backup, path)
+            _restore(path, backup)
         raise
     for _, backup in done:
-        if backup is not None:
-            backup.unlink(missing_ok=True)
+        _discard(backup)
+
+
+def _restore(path: Path, backup: Path | None) -> None:
+    """Put ``path`` back as it was: its old contents, or no file if there was none."""
+    try:
+        if backup is None:
+            path.unlink(missing_ok=True)
+        else:
+            os.replace(backup, path)
+    except OSError:
+        _discard(backup)  # the new file stays; at least no stray backup does
+
+
+def _discard(backup: Path | None) -> None:
+    if backup is not None:
+        backup.unlink(missing_ok=True)
 
 
 def _backup(path: Path) -> Path | None:

@@ -44,12 +44,12 @@ def check_template(template: str, fields: Iterable[str], where: str) -> None:
             continue
         if field not in allowed:
             raise TargetSpecError(
-                f"{where}: message placeholder {{{_short(field, 30)}}} is not allowed; a message "
+                f"{where}: bad placeholder {{{_short(field, 30)}}} in the message; a message "
                 f"may use only {', '.join('{' + name + '}' for name in allowed)}")
         match = _SPEC.fullmatch(spec or "")
         if conversion or match is None or int(match["width"] or 0) > MAX_WIDTH:
             raise TargetSpecError(
-                f"{where}: message placeholder {{{field}}} has a format "
+                f"{where}: bad placeholder {{{field}}} in the message, with the format "
                 f"{_short((('!' + conversion) if conversion else '') + ':' + (spec or ''), 30)}"
                 f"; only an alignment and a width up to {MAX_WIDTH} are allowed, e.g. {{{field}:<20}}")
 

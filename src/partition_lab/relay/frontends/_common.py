@@ -45,8 +45,8 @@ def checked_shape(name: str, shape: object) -> Shape:
     dims = tuple(shape) if isinstance(shape, tuple | list) else None
     if dims is None or not all(_is_positive_int(d) for d in dims):
         raise InputShapeError(
-            f"{shape_name(name)} = {shape!r} is not a shape; give positive integers such as "
-            f"{example_hint([name])}"
+            f"{shape_name(name)} = {shape!r} is not a shape; give a tuple of positive ints "
+            f"such as {EXAMPLE_SHAPE}"
         )
     return check_size(name, tuple(int(d) for d in dims))
 
