@@ -17,15 +17,24 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
+from typing import Any
 
 _state = {"interrupted": False, "deferring": False}
 
 
-def install() -> None:
-    """Handle SIGINT with :func:`_on_sigint` (main thread only; elsewhere it does nothing)."""
-    if threading.current_thread() is threading.main_thread():
-        _state["interrupted"] = False
-        signal.signal(signal.SIGINT, _on_sigint)
+def install() -> Any:
+    """Handle SIGINT with :func:`_on_sigint`; return the handler it replaces (for
+    :func:`restore`). Only the main thread can; elsewhere this does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    _state["interrupted"] = False
+    return signal.signal(signal.SIGINT, _on_sigint)
+
+
+def restore(previous: Any) -> None:
+    """Put back the handler :func:`install` replaced (``main()`` called from a program)."""
+    if previous is not None and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, previous)
 
 
 def interrupted() -> bool:

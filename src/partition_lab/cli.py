@@ -94,7 +94,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("TOPHUB_LOCATION", "NONE")  # TVM would otherwise retry a download
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
-    _signals.install()  # Ctrl-C stops the run even when the shell started it ignoring SIGINT
+    previous = _signals.install()  # Ctrl-C stops the run even when started ignoring SIGINT
     try:
         args = build_parser().parse_args(argv)
         with command_line():  # hints name the CLI's flags, not Python arguments
@@ -114,6 +114,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             traceback.print_exc()
         print(f"{PROG}: error: {one_line(exc)}", file=sys.stderr)
         return 2
+    finally:
+        _signals.restore(previous)
 
 
 def one_line(exc: BaseException) -> str:
