@@ -288,7 +288,18 @@ def _(d: Path):
 @case("input-shape-does-not-fit-the-weights")
 def _(d: Path):
     return (["partition", tiny_onnx(d), "--input-shape", "data=1,5,8,8"],
-            "TVM cannot type-check 'net.onnx': dimension 1 conflicts: 5 does not match 3")
+            "TVM cannot convert 'net.onnx': dimension 1 conflicts: 5 does not match 3; check "
+            "--input-shape")
+
+
+@case("onnx-reshape-to-a-wrong-size")
+def _(d: Path):
+    shape = numpy_helper.from_array(np.array([7, -1, 5], "int64"), "s")
+    model = onnx_model(["Relu"])
+    model.graph.initializer.append(shape)
+    model.graph.node.append(helper.make_node("Reshape", ["t1", "s"], ["r"], name="reshape0"))
+    model.graph.output[0].name = "r"
+    return ["partition", save(model, d / "net.onnx")], "TVM cannot convert 'net.onnx'"
 
 
 @case("input-shape-malformed")

@@ -3,7 +3,8 @@
 When Relay's type checker rejects a model (an input shape that does not fit a weight, say), TVM
 prints a multi-line report straight to file descriptor 2 and then raises a ``TVMError``. While a
 model loads, :func:`captured` sends descriptor 2 to a temporary file: on success what was
-written there is passed on unchanged; on a TVM failure it is dropped and the failure becomes a
+written there is passed on unchanged; on a TVM failure (a ``TVMError``, or a Python error from
+TVM's frontend code) it is dropped and the failure becomes a
 :class:`~partition_lab.errors.ModelFormatError` whose message is the report's key line.
 """
 
@@ -38,7 +39,13 @@ def captured(what: str, shapes_given: bool) -> Iterator[None]:
             failed = True
             hint = f"; check {shapes_option()}" if shapes_given else ""
             raise ModelFormatError(
-                f"TVM cannot type-check {what}: {key_line(str(exc)).rstrip('.')}{hint}") from exc
+                f"TVM cannot convert {what}: {key_line(str(exc)).rstrip('.')}{hint}") from exc
+        except (IndexError, KeyError, AssertionError, ValueError, TypeError) as exc:
+            # TVM's Python frontends fail this way on inputs they do not expect.
+            failed = True
+            raise ModelFormatError(f"TVM cannot convert {what}: {type(exc).__name__}: "
+                                   f"{key_line(str(exc))} (rerun with --debug for the "
+                                   "traceback)") from exc
         finally:
             sys.stderr.flush()
             os.dup2(saved, 2)

@@ -42,7 +42,7 @@ def load_onnx(path: Path, input_shapes: Mapping[str, object] | None, *,
     invalid = checker_problem(model) or opset_problem(model)
     if invalid is not None and check:
         raise ModelFormatError(
-            f"{path.name} is not a valid ONNX model: {invalid}; fix or re-export it "
+            f"{path.name} is not a valid ONNX model: {invalid.rstrip('.')}; fix or re-export it "
             "(or pass --no-onnx-check to convert it anyway)")
     declared, dtypes = declared_inputs(model)
     shapes = resolve_declared_shapes(declared, input_shapes)
