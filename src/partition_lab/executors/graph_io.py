@@ -352,7 +352,10 @@ def read_bundle(path: str | Path) -> Bundle:
 
 def _registered_rules(platform: Platform | None) -> Platform | None:
     """The registered platform of the bundle's platform name, with its real support rules, when
-    its devices are the bundle's (same names and precisions); else None (no rules to check)."""
+    its verdicts can be computed again from the bundle's graph: same devices (names and
+    precisions) and no preparation steps. A platform that prepares the graph (layouts, mixed
+    precision) judged ops that the bundle does not keep, so its rules cannot be re-run here;
+    None then, and only the plan's invariants are checked."""
     from ..core.platform import get_platform
 
     if platform is None:
@@ -363,7 +366,7 @@ def _registered_rules(platform: Platform | None) -> Platform | None:
         return None
     same = [(d.name, d.precision) for d in registered.devices] == \
         [(d.name, d.precision) for d in platform.devices]
-    return registered if same else None
+    return registered if same and not registered.prepare_steps() else None
 
 
 def _bundle_from_dict(data: Mapping[str, Any], path: Path) -> Bundle:
