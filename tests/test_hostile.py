@@ -573,6 +573,13 @@ def _(d: Path):
     return ["compare", tiny_onnx(d), "--strategies", "greedy,nope"], "nope"
 
 
+@case("profile-cache-is-the-bundle")
+def _(d: Path):
+    with gzip.open(d / "net.json.gz", "wt") as handle:
+        handle.write("{}")
+    return ["profile", d / "net.json.gz", "--cache", d / "net.json.gz"], "it is the input"
+
+
 @case("exclude-node-matches-nothing")
 def _(d: Path):
     return (["partition", tiny_onnx(d), "--exclude-node", "no_such_node", "-o", d / "p.json"],

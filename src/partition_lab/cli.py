@@ -620,6 +620,7 @@ def run_profile(args: argparse.Namespace) -> int:
     if args.device is not None and args.device != "cpu" and not args.device.startswith("cuda"):
         raise UsageError(f"bad --device {args.device!r}: expected cpu or cuda[:N]")
     cache = Path(args.cache) if args.cache else default_cache_path()
+    check_outputs([cache], [model] if not model.startswith("zoo:") else [])
     ProfileCache.load(cache, missing_ok=True)  # a corrupt cache fails before any measuring
     runner_options: dict[str, Any] = {}
     if args.runner == "tvm-rpc":

@@ -12,7 +12,8 @@ Format (TOML shown; JSON takes the same keys)::
     unsupported = { "image.resize2d" = "no resize unit" }  # ops removed (list or table)
     anchors = ["nn.conv2d"]               # ops a region must contain (replaces the base's)
     prepare_steps = ["convert_layout:NHWC", "mixed_precision:float16"]   # optional
-    default_profile = "t4"                # optional cost-model profile name
+    default_profile = "t4"                # cost-model profile; without it (and a base that
+                                          # has one) the CLI needs --profile NAME
 
     [[rules]]                             # checked in order after the op table
     name = "channels-32"
@@ -29,6 +30,13 @@ outputs | activations, message, reason); ``attr_in`` (attr, values, message, rea
 accepts wins). Dimension names: batch, cin, cout, height, width, kernel_h, kernel_w (conv2d and
 conv2d_transpose, read through their layout attrs); batch/m, k/in_features, n/units (dense and
 batch_matmul). ``message`` templates may use {op}, {value}, {expected} and {tensor} or {attr}.
+
+Checked when the file is loaded, so that a mistake never passes silently: op names (in
+``supported``, ``unsupported``, ``anchors`` and each rule's ``ops``) must be Relay ops and an
+``attr_in`` attribute a field of its ops' attributes (both with a did-you-mean); ``name`` may
+not be the host's (``cpu``, ``host``, ``llvm``); a ``message`` may use only its rule's fields,
+with at most an alignment and a width up to 80 (``{op:<20}``), see
+:mod:`partition_lab.targets.templates`.
 
 A file with a ``base`` accepts the base's options: ``get_target("npu.toml", precision="fp32")``
 with ``base = "tensorcore"``. Every problem raises TargetSpecError naming the file and the key.
