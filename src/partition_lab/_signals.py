@@ -13,6 +13,7 @@ writes anything.
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -23,18 +24,33 @@ _state = {"interrupted": False, "deferring": False}
 
 
 def install() -> Any:
-    """Handle SIGINT with :func:`_on_sigint`; return the handler it replaces (for
-    :func:`restore`). Only the main thread can; elsewhere this does nothing."""
+    """Handle SIGINT with :func:`_on_sigint`; return what it replaces (for :func:`restore`).
+
+    Also quiets Python's report of an interrupt that a C callback swallowed ("Exception
+    ignored on calling ctypes callback function", with its traceback): TVM calls back into
+    Python, and an interrupt raised there cannot propagate; it is recorded all the same.
+    Only the main thread can install a handler; elsewhere this does nothing.
+    """
     if threading.current_thread() is not threading.main_thread():
         return None
     _state["interrupted"] = False
-    return signal.signal(signal.SIGINT, _on_sigint)
+    previous_hook = sys.unraisablehook
+
+    def quiet_interrupts(report: Any) -> None:
+        if not (isinstance(report.exc_type, type)
+                and issubclass(report.exc_type, KeyboardInterrupt)):
+            previous_hook(report)
+
+    sys.unraisablehook = quiet_interrupts
+    return signal.signal(signal.SIGINT, _on_sigint), previous_hook
 
 
 def restore(previous: Any) -> None:
-    """Put back the handler :func:`install` replaced (``main()`` called from a program)."""
+    """Put back what :func:`install` replaced (``main()`` called from a program)."""
     if previous is not None and threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGINT, previous)
+        handler, hook = previous
+        signal.signal(signal.SIGINT, handler)
+        sys.unraisablehook = hook
 
 
 def interrupted() -> bool:

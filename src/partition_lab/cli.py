@@ -110,6 +110,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
     except Exception as exc:  # every error becomes one line; the traceback only with --debug
+        if _signals.interrupted():  # a library turned the interrupt into an error of its own
+            print(f"{PROG}: interrupted", file=sys.stderr)
+            return 130
         if debug:
             traceback.print_exc()
         print(f"{PROG}: error: {one_line(exc)}", file=sys.stderr)
