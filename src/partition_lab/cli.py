@@ -1,8 +1,9 @@
 """The ``partition-lab`` command line: viz, partition, compare, profile, targets, zoo.
 
 Every command exits 0 on success and 2 on any error, which it reports as one line
-``partition-lab: error: <message>`` on stderr (``--debug`` adds the traceback). Files are written
-atomically: a failed command leaves no partial output. Progress goes to stderr, only when stderr
+``partition-lab: error: <message>`` on stderr (``--debug`` adds the traceback), and 130 on
+Ctrl-C. Outputs are checked before the model loads (writable, not one of the inputs) and
+written as one unit: a failed or interrupted command leaves the old files as they were. Progress goes to stderr, only when stderr
 is a terminal or with ``--progress``. ``main(argv)`` returns the exit status instead of exiting,
 so tests and other programs can call it.
 """
