@@ -249,6 +249,11 @@ def _(d: Path):
     return ["partition", d / "absent.onnx"], "does not exist"
 
 
+@case("model-path-empty")
+def _(d: Path):
+    return ["partition", ""], "the model file path is empty"
+
+
 @case("model-unknown-suffix")
 def _(d: Path):
     (d / "net.pb").write_bytes(b"x")
@@ -830,3 +835,16 @@ def _no_stray_files_in_the_repo():
     before = {p.name for p in root.iterdir()}
     yield
     assert {p.name for p in root.iterdir()} == before
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only directories")
+def test_a_read_only_output_directory_fails_before_the_model_loads(tmp_path, capsys):
+    model = tiny_onnx(tmp_path)
+    out = tmp_path / "out"
+    out.mkdir()
+    out.chmod(0o555)
+    try:
+        assert_clean_failure(["partition", model, "-o", out / "plan.json"], "is not writable",
+                             tmp_path, capsys)
+    finally:
+        out.chmod(0o755)

@@ -26,6 +26,8 @@ would pass unnoticed until a cost estimate or a build overflows."""
 
 def existing_file(path: str | Path, what: str = "model file") -> Path:
     """``path`` as a Path, or :class:`ModelNotFoundError` when there is no such file."""
+    if not str(path).strip():
+        raise ModelNotFoundError(f"the {what} path is empty; give the path of a file")
     path = Path(path).expanduser()
     if not path.exists():
         raise ModelNotFoundError(f"{what} {str(path)!r} does not exist; check the path")
