@@ -254,9 +254,10 @@ def test_builds_are_reproducible(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert tmp_path in rebuilt[0].parents
     assert rebuilt[0].read_bytes() == reference[0].read_bytes()
     assert rebuilt[1].read_bytes() == reference[1].read_bytes()
-    # Only the finished files are left behind.
+    # Only the finished files and their hashes are left behind.
     assert sorted(p.name for p in rebuilt[0].parent.iterdir()) == [
-        "tiny_yolo_v2-0000.params", "tiny_yolo_v2-symbol.json"]
+        "tiny_yolo_v2-0000.params", "tiny_yolo_v2-0000.params.sha256",
+        "tiny_yolo_v2-symbol.json", "tiny_yolo_v2-symbol.json.sha256"]
 
 
 def test_load_returns_modules_callers_can_change() -> None:

@@ -1,10 +1,11 @@
 """The ``partition-lab`` command line: viz, partition, compare, profile, targets, zoo.
 
 Every command exits 0 on success and 2 on any error, which it reports as one line
-``partition-lab: error: <message>`` on stderr (``--debug`` adds the traceback); ``viz`` and
-``partition`` exit 3 when ``--fail-on-fallback`` / ``--max-host-ops`` find more ops on the host
-than allowed. TVM's C++ log lines are dropped unless ``--debug``. Files are written
-atomically: a failed command leaves no partial output. Progress goes to stderr, only when stderr
+``partition-lab: error: <message>`` on stderr (``--debug`` adds the traceback), and 130 on
+Ctrl-C; ``viz`` and ``partition`` exit 3 when ``--fail-on-fallback`` / ``--max-host-ops`` find
+more ops on the host than allowed. TVM's C++ log lines are dropped unless ``--debug``. Outputs
+are checked before the model loads (writable, not one of the inputs) and written as one unit: a
+failed or interrupted command leaves the old files as they were. Progress goes to stderr, only when stderr
 is a terminal or with ``--progress``. ``main(argv)`` returns the exit status instead of exiting,
 so tests and other programs can call it.
 """
@@ -20,6 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
+from . import _signals
+from ._audience import command_line
+from ._outputs import check_outputs, input_files, write_together
 from .errors import InputShapeError, PartitionLabError
 from .progress import Progress
 
@@ -102,9 +106,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("TOPHUB_LOCATION", "NONE")  # TVM would otherwise retry a download
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
+    previous = _signals.install()  # Ctrl-C stops the run even when started ignoring SIGINT
     try:
         args = build_parser().parse_args(argv)
-        return args.handler(args)
+        with command_line():  # hints name the CLI's flags, not Python arguments
+            status = args.handler(args)
+        _signals.check()  # an interrupt that a library caught and swallowed still counts
+        return status
     except SystemExit as exc:  # --help and --version exit through argparse
         return exc.code if isinstance(exc.code, int) else 0
     except BrokenPipeError:  # output piped into head or less that exited early: not an error
@@ -114,10 +122,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
     except Exception as exc:  # every error becomes one line; the traceback only with --debug
+        if _signals.interrupted():  # a library turned the interrupt into an error of its own
+            print(f"{PROG}: interrupted", file=sys.stderr)
+            return 130
         if debug:
             traceback.print_exc()
         print(f"{PROG}: error: {one_line(exc)}", file=sys.stderr)
         return 2
+    finally:
+        _signals.restore(previous)
 
 
 def one_line(exc: BaseException) -> str:
@@ -230,6 +243,9 @@ def _add_model_options(sub: argparse.ArgumentParser, *, optional_model: bool = F
                           "rest; devices it does not bind use the roofline)")
     sub.add_argument("--frontend", choices=("mxnet", "onnx"), default="mxnet",
                      help="for zoo: models, which frontend converts them (default mxnet)")
+    sub.add_argument("--no-onnx-check", dest="onnx_check", action="store_false",
+                     help="convert an ONNX file that onnx.checker rejects (or whose opset is "
+                          "missing or unknown) anyway, with a warning")
 
 
 def _add_viz(commands: Any) -> None:
@@ -429,6 +445,7 @@ class Job:
     profile: str | None
     progress: Progress
     profile_cache: str | None = None
+    onnx_check: bool = True
 
 
 def resolve_job(args: argparse.Namespace, *, default_model: bool = False) -> Job:
@@ -450,7 +467,11 @@ def resolve_job(args: argparse.Namespace, *, default_model: bool = False) -> Job
     strategy_options = {k: v for k, v in options.items() if k in strategy_fields}
     target_options = {k: v for k, v in options.items() if k not in strategy_fields}
     strategies.get_strategy(strategy, **strategy_options)  # raises UnknownStrategyError
-    get_platform(target_name, **target_options)  # raises UnknownTargetError
+    platform = get_platform(target_name, **target_options)  # raises UnknownTargetError
+    if not args.profile:
+        from .targets.user import check_cost_profiles
+
+        check_cost_profiles(platform)  # a target file without default_profile
     if args.profile:
         from .cost_models import load_profile
 
@@ -469,7 +490,8 @@ def resolve_job(args: argparse.Namespace, *, default_model: bool = False) -> Job
         raise InputShapeError("--input-shape applies to model files; zoo models have fixed "
                               "shapes (see 'partition-lab zoo')")
     return Job(model, target_name, target_options, strategy, strategy_options, shapes,
-               args.profile, Progress(True if args.progress else None), cache)
+               args.profile, Progress(True if args.progress else None), cache,
+               args.onnx_check)
 
 
 def load(job: Job, frontend: str) -> tuple[Any, Any]:
@@ -482,7 +504,8 @@ def load(job: Job, frontend: str) -> tuple[Any, Any]:
             return zoo.load(name, frontend=frontend, small=small)
         from . import load_model
 
-        return load_model(job.model, input_shapes=job.input_shapes or None)
+        return load_model(job.model, input_shapes=job.input_shapes or None,
+                          check_onnx=job.onnx_check)
 
 
 def model_label(model: str) -> str:
@@ -580,6 +603,7 @@ def run_viz(args: argparse.Namespace) -> int:
     limit = check_gate(args)
     output = Path(args.output or _default_drawing_name(job))
     _check_output(output, sorted(render.FORMATS))
+    check_outputs([output], input_files(job.model, job.target, job.profile_cache))
     result = run_partition_job(job, args)
     with job.progress.step(f"rendering {output}"):
         render.write(result.plan, output, result.cost, collapse=args.collapse)
@@ -599,7 +623,6 @@ def _default_drawing_name(job: Job) -> str:
 def run_partition(args: argparse.Namespace) -> int:
     """``partition-lab partition``: print the summary; with -o, write plan JSON and Relay text."""
     from .relay.export import SUFFIX, partitioned_text
-    from .render import write_atomic
 
     job = resolve_job(args)
     limit = check_gate(args)
@@ -610,17 +633,24 @@ def run_partition(args: argparse.Namespace) -> int:
     export = Path(args.export) if args.export else None
     if export is not None:
         _check_output(export, [SUFFIX])
+    planned = [output, output.with_suffix(".relay")] if output is not None else []
+    check_outputs(planned + ([export] if export is not None else []),
+                  input_files(job.model, job.target, job.profile_cache))
     result = run_partition_job(job, args)
     print(result.summary())
+    # Every text is built before any file is written, and the files are written as one unit.
+    files: dict[Path, bytes] = {}
     if output is not None:
-        relay_path = output.with_suffix(".relay")
-        # Both texts are built before either file is written: a failure leaves neither.
-        plan_json, relay_text = result.to_json(), result.mod.astext(show_meta_data=False)
-        write_atomic(output, plan_json.encode("utf-8") + b"\n")
-        write_atomic(relay_path, relay_text.encode("utf-8"))
-        print(f"wrote {output} and {relay_path}")
+        files[output] = result.to_json().encode("utf-8") + b"\n"
+        files[output.with_suffix(".relay")] = \
+            result.mod.astext(show_meta_data=False).encode("utf-8")
     if export is not None:
-        write_atomic(export, partitioned_text(result.mod).encode("utf-8"))
+        files[export] = partitioned_text(result.mod).encode("utf-8")
+    if files:
+        write_together(files)
+    if output is not None:
+        print(f"wrote {output} and {output.with_suffix('.relay')}")
+    if export is not None:
         print(f"wrote {export} (the partitioned module with its weights)")
     return gate_status(result.plan, limit)
 
@@ -693,6 +723,7 @@ def run_profile(args: argparse.Namespace) -> int:
     if args.device is not None and args.device != "cpu" and not args.device.startswith("cuda"):
         raise UsageError(f"bad --device {args.device!r}: expected cpu or cuda[:N]")
     cache = Path(args.cache) if args.cache else default_cache_path()
+    check_outputs([cache], [model] if not model.startswith("zoo:") else [])
     ProfileCache.load(cache, missing_ok=True)  # a corrupt cache fails before any measuring
     runner_options: dict[str, Any] = {}
     if args.runner == "tvm-rpc":

@@ -345,9 +345,10 @@ class PartitionPlan:
         (one accelerator + the host). ``platform`` supplies the device objects; without it a
         platform is rebuilt from the names in the file (support rules are not re-derived).
         """
+        from .plan_validation import check_plan_data
+
+        check_plan_data(graph, data)  # PlanError naming the key, never a KeyError
         nodes = data["nodes"]
-        if len(nodes) != len(graph):
-            raise PlanError(f"the plan has {len(nodes)} nodes but the graph has {len(graph)}")
         if data.get("schema", "partition_lab.plan/1") == "partition_lab.plan/1":
             verdicts = [Verdict(n["supported"], n["support_reason"], n.get("support_rule", ""),
                                 n.get("anchor", False)) for n in nodes]
@@ -363,8 +364,10 @@ class PartitionPlan:
                                prefixes.get(r["device"], r["device"])) for r in data["regions"])
         decisions = tuple(Decision(n["id"], n["device"], n["region"], n["reason"],
                                    _reason_from(n)) for n in nodes)
-        return cls(graph, data["target"], data["strategy"], regions, decisions, support,
+        plan = cls(graph, data["target"], data["strategy"], regions, decisions, support,
                    dict(data.get("options", {})), list(data.get("notes", [])))
+        _check_loaded(plan, platform)
+        return plan
 
     # ------------------------------------------------------------------ queries
     @property
@@ -629,6 +632,16 @@ def _label_prefixes(platform: Platform) -> dict[str, str]:
     for d in accelerators:
         prefixes[d.name] = "accel" if len(accelerators) == 1 else d.name
     return prefixes
+
+
+def _check_loaded(plan: PartitionPlan, platform: Platform | None) -> None:
+    """A plan from a file holds its invariants, and, when ``platform`` carries real rules,
+    no verdict that the rules contradict (see :mod:`.plan_validation`)."""
+    from .plan_validation import check_verdicts, has_rules
+
+    plan.validate()
+    if platform is not None and has_rules(platform):
+        check_verdicts(plan, platform)
 
 
 def _platform_from_names(data: Mapping[str, Any]) -> Platform:

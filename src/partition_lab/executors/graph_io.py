@@ -40,8 +40,9 @@ import numpy as np
 
 from ..core.graph import OpGraph, OpNode, TensorType
 from ..core.plan import PartitionPlan
+from ..core.plan_validation import check_verdicts
 from ..core.platform import AS_PREPARED, Device, Link, Platform, host_device
-from ..errors import PartitionLabError
+from ..errors import PartitionLabError, PlanError
 
 SCHEMA = "partition_lab.bundle/2"
 SCHEMAS = ("partition_lab.bundle/1", SCHEMA)
@@ -336,8 +337,40 @@ def read_bundle(path: str | Path) -> Bundle:
             data = json.load(handle)
     except (OSError, json.JSONDecodeError) as err:
         raise PartitionLabError(f"bundle {path} is not gzip-compressed JSON: {err}") from None
-    if data.get("schema") not in SCHEMAS:
+    if not isinstance(data, dict) or data.get("schema") not in SCHEMAS:
         raise PartitionLabError(f"bundle {path}: 'schema' must be one of {SCHEMAS}")
+    try:
+        return _bundle_from_dict(data, path)
+    except PlanError as err:
+        raise PlanError(f"bundle {path}: {err}") from None
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as err:
+        # Hand-edited or cut JSON: say where, in one line, instead of a bare KeyError.
+        what = f"key {err}" if isinstance(err, KeyError) else str(err).splitlines()[0]
+        raise PartitionLabError(f"bundle {path} is malformed ({type(err).__name__}: {what}); "
+                                "write it again with 'partition-lab profile'") from None
+
+
+def _registered_rules(platform: Platform | None) -> Platform | None:
+    """The registered platform of the bundle's platform name, with its real support rules, when
+    its verdicts can be computed again from the bundle's graph: same devices (names and
+    precisions) and no preparation steps. A platform that prepares the graph (layouts, mixed
+    precision) judged ops that the bundle does not keep, so its rules cannot be re-run here;
+    None then, and only the plan's invariants are checked."""
+    from ..core.platform import get_platform
+
+    if platform is None:
+        return None
+    try:
+        registered = get_platform(platform.name)
+    except PartitionLabError:
+        return None
+    same = [(d.name, d.precision) for d in registered.devices] == \
+        [(d.name, d.precision) for d in platform.devices]
+    return registered if same and not registered.prepare_steps() else None
+
+
+def _bundle_from_dict(data: Mapping[str, Any], path: Path) -> Bundle:
+    """The bundle in ``data``; every plan checked against the graph (see plan_validation)."""
     graph = graph_from_dict(data["graph"])
     bindings = tuple(tuple(ArgRef.from_json(ref) for ref in refs) for refs in data["bindings"])
     if len(bindings) != len(graph):
@@ -345,6 +378,13 @@ def read_bundle(path: str | Path) -> Bundle:
     for node, refs in zip(graph.nodes, bindings, strict=True):
         _check_binding(node, refs)
     platform = platform_from_dict(data["platform"]) if data.get("platform") else None
-    plans = {name: PartitionPlan.from_dict(graph, raw, platform=platform)
-             for name, raw in data["plans"].items()}
+    rules = _registered_rules(platform)
+    plans = {}
+    for name, raw in data["plans"].items():
+        try:
+            plans[name] = PartitionPlan.from_dict(graph, raw, platform=platform)
+            if rules is not None:
+                check_verdicts(plans[name], rules)
+        except PlanError as err:
+            raise PlanError(f"plan {name!r}: {err}") from None
     return Bundle(graph, bindings, plans, dict(data.get("meta", {})), platform)

@@ -12,7 +12,8 @@ Format (TOML shown; JSON takes the same keys)::
     unsupported = { "image.resize2d" = "no resize unit" }  # ops removed (list or table)
     anchors = ["nn.conv2d"]               # ops a region must contain (replaces the base's)
     prepare_steps = ["convert_layout:NHWC", "mixed_precision:float16"]   # optional
-    default_profile = "t4"                # optional cost-model profile name
+    default_profile = "t4"                # cost-model profile; without it (and a base that
+                                          # has one) the CLI needs --profile NAME
 
     [[rules]]                             # checked in order after the op table
     name = "channels-32"
@@ -30,6 +31,13 @@ accepts wins). Dimension names: batch, cin, cout, height, width, kernel_h, kerne
 conv2d_transpose, read through their layout attrs); batch/m, k/in_features, n/units (dense and
 batch_matmul). ``message`` templates may use {op}, {value}, {expected} and {tensor} or {attr}.
 
+Checked when the file is loaded, so that a mistake never passes silently: op names (in
+``supported``, ``unsupported``, ``anchors`` and each rule's ``ops``) must be Relay ops and an
+``attr_in`` attribute a field of its ops' attributes (both with a did-you-mean); ``name`` may
+not be the host's (``cpu``, ``host``, ``llvm``); a ``message`` may use only its rule's fields,
+with at most an alignment and a width up to 80 (``{op:<20}``), see
+:mod:`partition_lab.targets.templates`.
+
 A file with a ``base`` accepts the base's options: ``get_target("npu.toml", precision="fp32")``
 with ``base = "tensorcore"``. Every problem raises TargetSpecError naming the file and the key.
 """
@@ -45,8 +53,10 @@ from typing import Any
 
 from ..errors import PartitionLabError, TargetSpecError
 from .base import TargetSpec
+from .op_names import check_attribute_name, check_device_name, check_op_names
 from .rules import rule_from_dict
 from .schema import Fields
+from .templates import MessageTemplate
 
 TARGET_FILE_SUFFIXES = (".toml", ".json")
 TOP_LEVEL_KEYS = ("name", "description", "version", "provenance", "sources", "base", "supported",
@@ -83,6 +93,7 @@ def load_target_file(path: str | os.PathLike[str], **options: Any) -> TargetSpec
     path = Path(path)
     where = str(path)
     f = Fields(_parse(path), where, TOP_LEVEL_KEYS)
+    _check_names(f)
     base = _base(f, options)
     rules = [rule_from_dict(item, f"{where}: rules[{i}]")
              for i, item in enumerate(f.table_list("rules"))]
@@ -107,6 +118,43 @@ def load_target_file(path: str | os.PathLike[str], **options: Any) -> TargetSpec
 
 
 _EMPTY = TargetSpec("empty")
+
+#: The fields each rule kind's ``message`` may use.
+MESSAGE_FIELDS = {"dtype_in": ("op", "tensor", "value", "expected"),
+                  "attr_in": ("op", "attr", "value", "expected")}
+
+
+def _check_names(f: Fields) -> None:
+    """Reject a reserved target name, op and attribute names that are not Relay's, and unsafe
+    message templates, before anything is built (so that nothing fails later, silently)."""
+    name = f.string("name")
+    check_device_name(name, f.place("name"))
+    for key in ("supported", "unsupported"):
+        check_op_names(f.op_reasons(key), f.place(key))
+    check_op_names(f.strings("anchors", ()), f.place("anchors"))
+    _check_rules(f.table_list("rules"), f"{f.where}: rules", ())
+
+
+def _check_rules(tables: list[Any], where: str, inherited_ops: tuple[str, ...]) -> None:
+    """Check each rule table's names and make its message a :class:`MessageTemplate`.
+
+    Tables that are not tables, or miss a key, are left to ``rule_from_dict`` to report.
+    """
+    for i, table in enumerate(tables):
+        place = f"{where}[{i}]"
+        if not isinstance(table, dict):
+            continue
+        ops = table.get("ops", inherited_ops)
+        ops = (ops,) if isinstance(ops, str) else tuple(ops) if isinstance(ops, list) else ()
+        check_op_names(ops, f"{place}.ops")
+        kind = table.get("kind")
+        if kind == "attr_in" and isinstance(table.get("attr"), str):
+            check_attribute_name(table["attr"], ops, f"{place}.attr")
+        if kind in MESSAGE_FIELDS and isinstance(table.get("message"), str):
+            table["message"] = MessageTemplate(table["message"], MESSAGE_FIELDS[kind],
+                                               f"{place}.message")
+        if kind == "any_of" and isinstance(table.get("rules"), list):
+            _check_rules(table["rules"], f"{place}.rules", ops)
 
 
 def _parse(path: Path) -> Any:
@@ -142,3 +190,20 @@ def _base(f: Fields, options: dict[str, Any]) -> TargetSpec | None:
         return get_target(name, **options)
     except PartitionLabError as error:
         raise TargetSpecError(f"{f.place('base')}: {error}") from None
+
+
+def check_cost_profiles(platform: Any) -> None:
+    """For the command line: :class:`TargetSpecError` if the cost model cannot price a device
+    of ``platform`` without ``--profile``, said in the CLI's terms and before the model loads
+    (a target file without ``default_profile`` otherwise fails after the whole load)."""
+    from ..cost_models import available_profiles, get_cost_model
+    from ..errors import ProfileError
+
+    try:
+        get_cost_model(platform)
+    except ProfileError:
+        names = ", ".join(d.name for d in platform.accelerators if not d.profile)
+        raise TargetSpecError(
+            f"target {platform.name!r} names no hardware profile for {names}; pass --profile "
+            f"with one of {', '.join(available_profiles())}, or set default_profile in the "
+            "target file") from None

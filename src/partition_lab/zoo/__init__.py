@@ -14,6 +14,11 @@ in ``$PARTITION_LAB_CACHE/<version key>/`` (default ``~/.cache/partition_lab/zoo
 key>/``) and are built on first use. The small variants keep what tests look at (the two
 resizes, the three deconvolutions, batch_dot with transpose_b) at a fraction of the size.
 
+Each cache file has its SHA-256 beside it (``<file>.sha256``, written after the file): a file
+that does not match (cut short, corrupted, or left by a build that was killed) is built again,
+and the ``.part`` files of killed builds are removed. Files get the usual permissions, so one
+cache can be shared between users.
+
 Besides the field reports' models, the zoo holds evaluation models (issue 11,
 :func:`evaluation_names`): gluoncv detectors, a segmenter, a pose model and a self-attention
 segmenter, built the same way (random weights, nothing downloaded), on which partition plans are
@@ -36,6 +41,7 @@ from ..errors import UnsupportedOperatorError
 
 # First: every gluoncv import below goes through this package, and gluoncv must not see torch.
 from . import _gluoncv_import  # noqa: F401
+from ._build import discard, is_intact, remove_stale_parts
 from ._catalog import ENTRIES, ZooEntry, entry
 
 __all__ = [
@@ -79,7 +85,8 @@ def mxnet_paths(name: str, *, small: bool = False) -> tuple[Path, Path]:
     folder = _model_dir(name, small)
     symbol_path = folder / f"{name}-symbol.json"
     params_path = folder / f"{name}-0000.params"
-    if not (symbol_path.is_file() and params_path.is_file()):
+    if not (is_intact(symbol_path) and is_intact(params_path)):
+        discard(symbol_path, params_path)  # cut, corrupted or left half-built: build again
         from ._build import build_mxnet_files
 
         build_mxnet_files(zoo_entry, small, symbol_path, params_path)
@@ -90,7 +97,8 @@ def onnx_path(name: str, *, small: bool = False) -> Path:
     """The model's ONNX file (exported from its MXNet files), built and cached on first use."""
     zoo_entry = entry(name)
     path = _model_dir(name, small) / f"{name}.onnx"
-    if not path.is_file():
+    if not is_intact(path):
+        discard(path)
         from ._build import build_onnx_file
 
         symbol_path, params_path = mxnet_paths(name, small=small)
@@ -168,6 +176,7 @@ def _load_cached(name: str, frontend: Frontend, small: bool) -> tuple[Any, dict]
 def _model_dir(name: str, small: bool) -> Path:
     folder = cache_dir() / (f"{name}-small" if small else name)
     folder.mkdir(parents=True, exist_ok=True)
+    remove_stale_parts(folder)
     return folder
 
 

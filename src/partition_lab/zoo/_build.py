@@ -7,6 +7,7 @@ block is initialised. Every file is written under a temporary name and moved int
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import tempfile
@@ -17,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from .._io import _umask
 from ._catalog import BUILDERS, ZooEntry
 
 SEED = 0
@@ -44,7 +46,9 @@ def build_mxnet_files(entry: ZooEntry, small: bool, symbol_path: Path, params_pa
     arrays = _checkpoint_arrays(block, symbol)
     with _temporary_file(params_path) as scratch:
         mx.nd.save(str(scratch), arrays)
+        os.chmod(scratch, 0o666 & ~_umask())  # mx.nd.save may have created the file anew
         os.replace(scratch, params_path)
+    record_hash(params_path)
     # The params go first: a symbol file in the cache means both are complete.
     write_atomically(symbol_path, json.dumps(graph, indent=2).encode())
 
@@ -163,15 +167,94 @@ def _graph_check_deferred() -> Iterator[None]:
 
 
 def write_atomically(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file in the same directory."""
+    """Write ``data`` to ``path`` through a temporary file in the same directory, then its
+    content hash beside it (see :func:`is_intact`)."""
     with _temporary_file(path) as scratch:
         scratch.write_bytes(data)
         os.replace(scratch, path)
+    record_hash(path)
+
+
+HASH_SUFFIX = ".sha256"
+"""A cache file's SHA-256 lives beside it as ``<file>.sha256``, written after the file."""
+
+STALE_PART_S = 3600.0
+"""A temporary ``.part`` file of a build whose process is gone, or this old, is removed."""
+
+
+def record_hash(path: Path) -> None:
+    """Write ``path``'s content hash beside it; from then on the file counts as complete."""
+    sidecar = path.with_name(path.name + HASH_SUFFIX)
+    with _temporary_file(sidecar) as scratch:
+        scratch.write_text(_sha256(path) + "\n", encoding="ascii")
+        os.replace(scratch, sidecar)
+
+
+def is_intact(path: Path) -> bool:
+    """Whether ``path`` exists and matches the hash recorded when it was written.
+
+    A file cut short, overwritten with garbage of the same size, or left by a build that died
+    before recording its hash is not intact; the zoo then builds it again.
+    """
+    sidecar = path.with_name(path.name + HASH_SUFFIX)
+    try:
+        recorded = sidecar.read_text(encoding="ascii").strip()
+        return path.is_file() and recorded == _sha256(path)
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
+def discard(*paths: Path) -> None:
+    """Remove cache files and their hashes (before rebuilding them)."""
+    for path in paths:
+        path.with_name(path.name + HASH_SUFFIX).unlink(missing_ok=True)
+        path.unlink(missing_ok=True)
+
+
+def remove_stale_parts(folder: Path) -> None:
+    """Remove the ``.part`` files of builds that were killed (SIGTERM, SIGKILL, a crash).
+
+    A temporary file's name carries its writer's pid; it is stale when that process is gone,
+    or when it is older than :data:`STALE_PART_S` (names without a pid, pids reused).
+    """
+    import time
+
+    for part in folder.glob(".*.part"):
+        pid = part.name.rsplit(".part", 1)[0].split(".")[-2:-1]
+        try:
+            stale = (time.time() - part.stat().st_mtime > STALE_PART_S
+                     or not (pid and pid[0].isdigit() and _alive(int(pid[0]))))
+            if stale:
+                part.unlink()
+        except OSError:
+            continue  # another process removed or finished it meanwhile
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's live process
+    return True
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 @contextmanager
 def _temporary_file(path: Path) -> Iterator[Path]:
-    handle, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
+    """A temporary name beside ``path`` with the writer's pid in it and the usual permissions
+    (``mkstemp`` makes files 0600, which breaks a cache shared between users)."""
+    handle, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{os.getpid()}.",
+                                    suffix=".part")
+    os.fchmod(handle, 0o666 & ~_umask())
     os.close(handle)
     try:
         yield Path(name)

@@ -19,6 +19,7 @@ import tvm
 
 from ...errors import ModelFormatError
 from ._common import existing_file
+from ._diagnostics import captured
 from ._spans import calls_without_source_name, span_name
 
 Params = dict[str, tvm.nd.NDArray]
@@ -38,6 +39,7 @@ def load_model(
     input_dtypes: Mapping[str, str] | None = None,
     arg_params: Mapping[str, Any] | None = None,
     aux_params: Mapping[str, Any] | None = None,
+    check_onnx: bool = True,
 ) -> tuple[tvm.IRModule, Params]:
     """Load a model as a type-checked Relay module and its weights.
 
@@ -59,6 +61,9 @@ def load_model(
         attribute, else float32).
     arg_params, aux_params
         Weights (``mx.nd`` arrays by name) of an ``mxnet.symbol.Symbol`` source.
+    check_onnx
+        Reject an ONNX file that ``onnx.checker`` rejects or whose opset is missing or unknown
+        (default); False converts it anyway, with a warning.
 
     Returns
     -------
@@ -82,7 +87,9 @@ def load_model(
     Loading writes no file.
     """
     if isinstance(source, str | os.PathLike):
-        return _load_file(existing_file(source), input_shapes, params, input_dtypes)
+        path = existing_file(source)
+        with captured(repr(path.name), bool(input_shapes)):
+            return _load_file(path, input_shapes, params, input_dtypes, check_onnx)
     kind = _mxnet_object_kind(source)
     if kind == "block":
         from ._mxnet import load_gluon_block
@@ -113,12 +120,13 @@ def _load_file(
     input_shapes: Mapping[str, object] | None,
     params_path: str | os.PathLike[str] | None,
     input_dtypes: Mapping[str, str] | None,
+    check_onnx: bool = True,
 ) -> tuple[tvm.IRModule, Params]:
     suffix = path.suffix.lower()
     if suffix in ONNX_SUFFIXES:
         from ._onnx import load_onnx
 
-        return load_onnx(path, input_shapes)
+        return load_onnx(path, input_shapes, check=check_onnx)
     if suffix in MXNET_SUFFIXES:
         from ._mxnet import load_mxnet_symbol_file
 

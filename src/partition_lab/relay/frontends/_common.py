@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -9,6 +10,7 @@ from pathlib import Path
 import tvm
 from tvm import relay
 
+from ..._audience import shape_name, shapes_hint, shapes_option
 from ...errors import InputShapeError, ModelNotFoundError
 
 Shape = tuple[int, ...]
@@ -17,9 +19,15 @@ DeclaredDim = int | str | None
 
 EXAMPLE_SHAPE = (1, 3, 224, 224)
 
+MAX_INPUT_ELEMENTS = 2**32
+"""The most elements an input may have (16 GiB of float32): a larger shape is a typo, and
+would pass unnoticed until a cost estimate or a build overflows."""
+
 
 def existing_file(path: str | Path, what: str = "model file") -> Path:
     """``path`` as a Path, or :class:`ModelNotFoundError` when there is no such file."""
+    if not str(path).strip():
+        raise ModelNotFoundError(f"the {what} path is empty; give the path of a file")
     path = Path(path).expanduser()
     if not path.exists():
         raise ModelNotFoundError(f"{what} {str(path)!r} does not exist; check the path")
@@ -29,9 +37,9 @@ def existing_file(path: str | Path, what: str = "model file") -> Path:
 
 
 def example_hint(names: Sequence[str]) -> str:
-    """``input_shapes={...}`` as the user would type it, with an example shape per input."""
-    inner = ", ".join(f"{name!r}: {EXAMPLE_SHAPE}" for name in names)
-    return f"input_shapes={{{inner}}}"
+    """How to give these inputs a shape, as the user would type it (a CLI flag or a Python
+    argument), with an example shape per input."""
+    return shapes_hint(dict.fromkeys(names, EXAMPLE_SHAPE))
 
 
 def checked_shape(name: str, shape: object) -> Shape:
@@ -39,10 +47,21 @@ def checked_shape(name: str, shape: object) -> Shape:
     dims = tuple(shape) if isinstance(shape, tuple | list) else None
     if dims is None or not all(_is_positive_int(d) for d in dims):
         raise InputShapeError(
-            f"input_shapes[{name!r}] = {shape!r} is not a shape; give a tuple of positive "
-            f"ints such as {EXAMPLE_SHAPE}"
+            f"{shape_name(name)} = {shape!r} is not a shape; give a tuple of positive ints "
+            f"such as {EXAMPLE_SHAPE}"
         )
-    return tuple(int(d) for d in dims)
+    return check_size(name, tuple(int(d) for d in dims))
+
+
+def check_size(name: str, shape: Shape) -> Shape:
+    """``shape``, or :class:`InputShapeError` if it has more than :data:`MAX_INPUT_ELEMENTS`."""
+    elements = math.prod(shape)
+    if elements > MAX_INPUT_ELEMENTS:
+        raise InputShapeError(
+            f"input {name!r} of shape {shape} would have {elements:.3g} elements "
+            f"({elements * 4 / 2**40:.3g} TiB as float32), more than the limit of 2**32; "
+            f"check {shape_name(name)}")
+    return shape
 
 
 def check_known_names(given: Mapping[str, object], known: Sequence[str]) -> None:
@@ -50,7 +69,7 @@ def check_known_names(given: Mapping[str, object], known: Sequence[str]) -> None
     unknown = sorted(set(given) - set(known))
     if unknown:
         raise InputShapeError(
-            f"input_shapes names {unknown}, which the model does not have as inputs; "
+            f"{shapes_option()} names {unknown}, which the model does not have as inputs; "
             f"its inputs are {list(known)}"
         )
 
@@ -72,7 +91,7 @@ def resolve_declared_shapes(
             shape = checked_shape(name, given[name])
             if len(shape) != len(dims):
                 raise InputShapeError(
-                    f"input_shapes[{name!r}] = {shape} has rank {len(shape)} but the model's "
+                    f"{shape_name(name)} = {shape} has rank {len(shape)} but the model's "
                     f"input {name!r} has rank {len(dims)} ({_format_dims(dims)})"
                 )
             shapes[name] = shape
@@ -84,7 +103,7 @@ def resolve_declared_shapes(
                     f"{example_hint([name])} with the size you want (model declares "
                     f"{_format_dims(dims)})"
                 )
-        shapes[name] = tuple(int(d) for d in dims)  # type: ignore[arg-type]  # checked above
+        shapes[name] = check_size(name, tuple(int(d) for d in dims))  # type: ignore[arg-type]  # checked above
     return shapes
 
 

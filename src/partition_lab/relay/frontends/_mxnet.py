@@ -20,6 +20,7 @@ from typing import Any
 import tvm
 from tvm import relay
 
+from ..._audience import params_hint
 from ...errors import (
     InputShapeError,
     ModelFormatError,
@@ -194,7 +195,7 @@ def find_params_file(symbol_path: Path) -> Path:
             return candidate
     raise ModelNotFoundError(
         f"no params file for {str(symbol_path)!r}: looked for {prefix}-NNNN.params and "
-        f"{prefix}.params in {str(folder)!r}; pass params='path/to/file.params'"
+        f"{prefix}.params in {str(folder)!r}; {params_hint(prefix)}"
     )
 
 

@@ -28,10 +28,22 @@ Params = dict[str, tvm.nd.NDArray]
 MAX_FROZEN_ELEMENTS = 8
 
 
-def load_onnx(path: Path, input_shapes: Mapping[str, object] | None) -> tuple[tvm.IRModule, Params]:
-    """Read the ONNX file at ``path`` and convert it to Relay (weights returned as params)."""
+def load_onnx(path: Path, input_shapes: Mapping[str, object] | None, *,
+              check: bool = True) -> tuple[tvm.IRModule, Params]:
+    """Read the ONNX file at ``path`` and convert it to Relay (weights returned as params).
+
+    With ``check`` (the default) a model that ``onnx.checker`` rejects, or whose opset is
+    missing or newer than the installed onnx knows, is a :class:`ModelFormatError`: TVM
+    converts many such models without a word and gets them wrong (a file cut before its
+    ``opset_import`` falls back to opset 1, where ``Squeeze`` changes the output shape).
+    ``check=False`` (the CLI's ``--no-onnx-check``) converts anyway, with a warning.
+    """
     model = read_onnx(path)
-    invalid = checker_problem(model)
+    invalid = checker_problem(model) or opset_problem(model)
+    if invalid is not None and check:
+        raise ModelFormatError(
+            f"{path.name} is not a valid ONNX model: {invalid.rstrip('.')}; fix or re-export it "
+            "(or pass --no-onnx-check to convert it anyway)")
     declared, dtypes = declared_inputs(model)
     shapes = resolve_declared_shapes(declared, input_shapes)
     check_supported_ops(model)
@@ -126,13 +138,33 @@ def read_onnx(path: Path) -> onnx.ModelProto:
 def checker_problem(model: onnx.ModelProto) -> str | None:
     """What ``onnx.checker`` finds wrong with the model, or None.
 
-    A finding is fatal only if TVM then fails too: the checker also rejects models that convert
-    fine (an output without a shape, say), while a truncated file fails both.
+    One finding is let pass: a graph output declared without a shape. The loader infers every
+    output's type itself, so the declaration is never read, and exporters often leave it out.
     """
+    bare = [value for value in model.graph.output
+            if value.type.HasField("tensor_type") and not value.type.tensor_type.HasField("shape")]
+    for value in bare:
+        value.type.tensor_type.shape.SetInParent()  # declared, with no dims, for the check only
     try:
         onnx.checker.check_model(model)
     except onnx.checker.ValidationError as exc:
         return _first_line(exc)
+    finally:
+        for value in bare:
+            value.type.tensor_type.ClearField("shape")
+    return None
+
+
+def opset_problem(model: onnx.ModelProto) -> str | None:
+    """What is wrong with the model's default-domain opset, or None."""
+    versions = [int(opset.version) for opset in model.opset_import
+                if opset.domain in ("", "ai.onnx")]
+    newest = onnx.defs.onnx_opset_version()
+    if not versions:
+        return "it imports no default-domain opset (is the file truncated?)"
+    if not 1 <= versions[0] <= newest:
+        return (f"opset {versions[0]} is not one the installed onnx {onnx.__version__} knows "
+                f"(1 to {newest})")
     return None
 
 

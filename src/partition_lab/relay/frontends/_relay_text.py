@@ -117,15 +117,40 @@ def _op_rank_names(calls: list[relay.Call]) -> list[str]:
 
 
 def _rename_calls(func: relay.Function, names: dict[relay.Call, str]) -> relay.Function:
-    """Rebuild ``func`` so that each call carries its name."""
+    """Rebuild ``func`` so that each call carries its name.
 
-    class Renamer(relay.ExprMutator):
-        def visit_call(self, call: relay.Call) -> relay.Expr:
-            new_args = [self.visit(arg) for arg in call.args]
-            span = make_span(names[call])
-            return relay.Call(self.visit(call.op), new_args, call.attrs, call.type_args, span)
+    The rebuild walks the nodes in TVM's post order (a C++ traversal) and keeps a memo, with
+    no Python recursion: a recursive ``ExprMutator`` hits Python's recursion limit on a chain
+    of a few thousand ops. Functions inline in ``@main`` (the regions of a partitioned module,
+    :mod:`partition_lab.relay.export`) are kept; other Relay beyond dataflow (let, if) is
+    rejected.
+    """
+    memo: dict[relay.Expr, relay.Expr] = {}
+    unsupported: list[str] = []
 
-    return Renamer().visit(func)
+    def rebuild(node: relay.Expr) -> None:
+        if isinstance(node, relay.Call):
+            memo[node] = relay.Call(memo.get(node.op, node.op), [memo[a] for a in node.args],
+                                    node.attrs, node.type_args, make_span(names[node]))
+        elif isinstance(node, relay.Tuple):
+            memo[node] = relay.Tuple([memo[f] for f in node.fields], node.span)
+        elif isinstance(node, relay.TupleGetItem):
+            memo[node] = relay.TupleGetItem(memo[node.tuple_value], node.index)
+        elif isinstance(node, relay.Function):  # @main, or a region function inline in it
+            memo[node] = relay.Function(list(node.params), memo[node.body], node.ret_type,
+                                        node.type_params, node.attrs)
+        elif isinstance(node, (relay.Var, relay.Constant, tvm.ir.Op, relay.GlobalVar)):
+            memo[node] = node
+        else:
+            unsupported.append(type(node).__name__)
+            memo[node] = node
+
+    relay.analysis.post_order_visit(func, rebuild)
+    if unsupported:
+        raise ModelFormatError(
+            f"the Relay text's @main uses {sorted(set(unsupported))[0]}; partition_lab reads "
+            "dataflow graphs (calls, tuples, constants), as mod.astext() prints a model")
+    return memo[func]
 
 
 def _printed_type(ty: tvm.ir.Type) -> str:

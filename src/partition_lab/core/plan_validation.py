@@ -1,0 +1,152 @@
+"""Checks for a plan read from a file: its shape against the schema and the graph, and its
+verdicts against the ones the platform computes again.
+
+A plan in a file is data someone may have edited. :meth:`PartitionPlan.from_dict` used to
+trust it: a missing key raised a bare ``KeyError``, reordered regions made ``region_of`` answer
+with the wrong region, and an op moved onto an accelerator passed ``validate()`` as long as
+its stored verdict was flipped to ``supported`` too. Here the file is checked key by key
+(:func:`check_plan_data`), the built plan against its invariants (``PartitionPlan.validate``),
+and every stored "supported" against the platform's own rules (:func:`check_verdicts`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..errors import PlanError
+
+if TYPE_CHECKING:
+    from .graph import OpGraph
+    from .plan import PartitionPlan
+    from .platform import Platform
+
+SCHEMAS = ("partition_lab.plan/1", "partition_lab.plan/2")
+_VERDICT_KEYS = {"supported": bool, "reason": str, "rule": str, "anchor": bool}
+
+
+def check_plan_data(graph: OpGraph, data: Any) -> None:
+    """:class:`PlanError` naming the first key of ``data`` that does not fit the schema or
+    ``graph`` (node count, node ids, op types, region and device references)."""
+    if not isinstance(data, Mapping):
+        raise PlanError(f"a plan must be a JSON object, not {type(data).__name__}")
+    schema = data.get("schema", SCHEMAS[0])
+    if schema not in SCHEMAS:
+        raise PlanError(f"plan schema {_short(schema)} is not one of {', '.join(SCHEMAS)}")
+    for key in ("target", "strategy"):
+        _typed(data, key, str, "plan")
+    nodes = _typed(data, "nodes", list, "plan")
+    regions = _typed(data, "regions", list, "plan")
+    if len(nodes) != len(graph):
+        raise PlanError(f"the plan has {len(nodes)} nodes but the graph has {len(graph)}")
+    devices = _device_names(data) if schema == SCHEMAS[1] else None
+    for index, node in enumerate(nodes):
+        _check_node(graph, node, index, devices, len(regions))
+    for index, region in enumerate(regions):
+        _check_region(region, index, len(graph), devices)
+
+
+def check_verdicts(plan: PartitionPlan, platform: Platform) -> None:
+    """:class:`PlanError` if the plan stores a device as supporting a node that the device's
+    own rules (on ``platform``) reject. A stored rejection of a supported node is allowed:
+    exclusions (``--exclude-node``) make those."""
+    for device in platform.devices:
+        if device.is_host or device.name not in plan.platform.names:
+            continue
+        stored = plan.support.of(device.name)
+        for node in plan.graph:
+            if stored[node.id].supported:
+                verdict = device.spec.check(node)
+                if not verdict.supported:
+                    raise PlanError(
+                        f"the plan says {device.name} supports node {node.name} ({node.op}), but "
+                        f"{device.name} rejects it: {verdict.reason}; the file was edited or "
+                        "written for other rules")
+
+
+def has_rules(platform: Platform | None) -> bool:
+    """Whether ``platform``'s devices carry real support rules (not the accept-everything
+    specs a platform rebuilt from names gets)."""
+    return platform is not None and any(
+        not getattr(device.spec, "supports_all", False) for device in platform.accelerators)
+
+
+# ---------------------------------------------------------------------------- internals
+def _check_node(graph: OpGraph, node: Any, index: int, devices: Sequence[str] | None,
+                n_regions: int) -> None:
+    where = f"plan: nodes[{index}]"
+    if not isinstance(node, Mapping):
+        raise PlanError(f"{where} must be an object, not {type(node).__name__}")
+    if _typed(node, "id", int, where) != index:
+        raise PlanError(f"{where} has id {node['id']} but is at position {index}; node ids "
+                        "must equal their positions")
+    op = _typed(node, "op", str, where) if "op" in node else graph[index].op  # plan/1: optional
+    if op != graph[index].op:
+        raise PlanError(f"{where}.op is {_short(op)} but node {index} of the graph is "
+                        f"{graph[index].op!r}; the plan is for another graph")
+    device = _typed(node, "device", str, where)
+    if devices is not None and device not in devices:
+        raise PlanError(f"{where}.device {_short(device)} is not a device of the plan "
+                        f"({', '.join(devices)})")
+    region = _typed(node, "region", int, where)
+    if not 0 <= region < n_regions:
+        raise PlanError(f"{where}.region {region} does not exist (the plan has {n_regions})")
+    _typed(node, "reason", str, where)
+    if devices is None:
+        _typed(node, "supported", bool, where)
+        _typed(node, "support_reason", str, where)
+        return
+    support = _typed(node, "support", Mapping, where)
+    for name in devices:
+        verdict = _typed(support, name, Mapping, f"{where}.support")
+        for key, kind in _VERDICT_KEYS.items():
+            if key in verdict and not isinstance(verdict[key], kind):
+                raise PlanError(f"{where}.support.{name}.{key} must be a {kind.__name__}")
+        unknown = sorted(set(verdict) - set(_VERDICT_KEYS))
+        if unknown or "supported" not in verdict:
+            raise PlanError(f"{where}.support.{name} must have supported (and reason, rule, "
+                            f"anchor); got keys {sorted(verdict)}")
+
+
+def _check_region(region: Any, index: int, n_nodes: int, devices: Sequence[str] | None) -> None:
+    where = f"plan: regions[{index}]"
+    if not isinstance(region, Mapping):
+        raise PlanError(f"{where} must be an object, not {type(region).__name__}")
+    if _typed(region, "id", int, where) != index:
+        raise PlanError(f"{where} has id {region['id']} but is at position {index}; region ids "
+                        "must equal their positions")
+    device = _typed(region, "device", str, where)
+    if devices is not None and device not in devices:
+        raise PlanError(f"{where}.device {_short(device)} is not a device of the plan "
+                        f"({', '.join(devices)})")
+    members = _typed(region, "nodes", list, where)
+    if not all(isinstance(m, int) and not isinstance(m, bool) and 0 <= m < n_nodes
+               for m in members):
+        raise PlanError(f"{where}.nodes must be node ids from 0 to {n_nodes - 1}")
+
+
+def _device_names(data: Mapping[str, Any]) -> list[str]:
+    devices = _typed(data, "devices", list, "plan")
+    names = []
+    for index, device in enumerate(devices):
+        if not isinstance(device, Mapping):
+            raise PlanError(f"plan: devices[{index}] must be an object")
+        names.append(_typed(device, "name", str, f"plan: devices[{index}]"))
+    if len(set(names)) != len(names) or not names:
+        raise PlanError(f"plan: devices must name distinct devices; got {names}")
+    return names
+
+
+def _typed(data: Mapping[str, Any], key: str, kind: type, where: str) -> Any:
+    if key not in data:
+        raise PlanError(f"{where}: {key} is missing")
+    value = data[key]
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        name = "object" if kind is Mapping else kind.__name__
+        raise PlanError(f"{where}.{key} must be a {name}, not {type(value).__name__}")
+    return value
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
