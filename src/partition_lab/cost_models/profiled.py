@@ -838,8 +838,8 @@ class ProfiledCostModel:
     priced alone (measured or fitted, plus the per-op overheads) times the median ratio
     in-graph / alone of their op class on that entry (at least :data:`MIN_RATIO` signatures
     with both, else of the entry), and the spread of those ratios is the in-graph part of
-    their sigma, measured instead of assumed. Copies read off a measured curve are scaled to
-    what the whole-graph runs paid for their inputs and outputs (:meth:`copy_calibration`).
+    their sigma, measured instead of assumed. The copies whole-graph runs made join the copy
+    curves (:meth:`_add_in_graph_copies`).
     """
 
     def __init__(self, cache: Any, platform: Any, *, binding: Mapping[str, str] | None = None,
@@ -864,7 +864,7 @@ class ProfiledCostModel:
             fallback = get_cost_model(self.platform)
         self.fallback = fallback
         self._roofline = _find_roofline(fallback, self.platform)
-        self._copy_scales: dict[str, tuple[float, float | None]] = {}
+        self._add_in_graph_copies()
         parts = [f"{'+'.join(d for d, k in self.binding.items() if k == key)}="
                  f"{devices[key].get('name') or key} ({len(e.signatures)} ops)"
                  for key, e in self._entries.items()]
@@ -1013,27 +1013,20 @@ class ProfiledCostModel:
                 return curve
         return None
 
-    def _transfer_parts(self, nbytes: float, src: str, dst: str, *, calibrated: bool = True
-                        ) -> list[tuple[float, float]]:
-        """(seconds, sigma) of each part of a crossing: one domain curve, or copy + cast.
-        ``calibrated``: a curve scaled by :meth:`copy_calibration` of the device side."""
+    def _transfer_parts(self, nbytes: float, src: str, dst: str) -> list[tuple[float, float]]:
+        """(seconds, sigma) of each part of a crossing: one domain curve, or copy + cast."""
         a, b = self.platform.device(src), self.platform.device(dst)
         if a.domain == b.domain:
             return []
-        scale, spread = 1.0, None
-        if calibrated:
-            scale, spread = self.copy_calibration(dst if a.is_host else src)
         domain = self._curve(f"{a.memory}:{a.precision}->{b.memory}:{b.precision}", src, dst)
         if domain is not None:
-            return [(domain.time(nbytes) * scale,
-                     math.hypot(_curve_sigma(domain, nbytes), spread or 0.0))]
+            return [(domain.time(nbytes), _curve_sigma(domain, nbytes))]
         parts = []
         cast = self._cast_time(nbytes, src, dst) if a.precision != b.precision else 0.0
         if a.memory != b.memory:
             curve = self._curve(f"{a.memory}->{b.memory}", src, dst)
             if curve is not None:
-                parts.append((curve.time(nbytes) * scale,
-                              math.hypot(_curve_sigma(curve, nbytes), spread or 0.0)))
+                parts.append((curve.time(nbytes), _curve_sigma(curve, nbytes)))
             else:
                 copy = self.fallback.transfer_time(nbytes, src, dst) - cast
                 parts.append((max(copy, 0.0), FALLBACK_SIGMA))
@@ -1041,37 +1034,63 @@ class ProfiledCostModel:
             parts.append((cast, CAST_SIGMA))
         return parts
 
-    def copy_calibration(self, device: str) -> tuple[float, float | None]:
-        """(scale, log sd) of the copy curves of ``device``'s entry, from its whole-graph runs:
-        per run, the part outside the ops (the graph's input and output copies as the
-        executor made them) over the curves' price of those copies; median and spread over
-        the runs on this platform (on any platform if fewer than two). (1, None) where the
-        entry has fewer than two runs with copies worth 0.1 ms."""
-        key = self.binding.get(device)
-        if key is None or self.platform.device(device).is_host:
-            return 1.0, None
-        if key not in self._copy_scales:
-            self._copy_scales[key] = self._fit_copy_scale(key, device)
-        return self._copy_scales[key]
+    def _add_in_graph_copies(self) -> None:
+        """Add the copies that whole-graph runs made to the copy curves they belong to.
 
-    def _fit_copy_scale(self, key: str, device: str) -> tuple[float, float | None]:
-        host = self.platform.host.name
-        logs: dict[bool, list[float]] = {True: [], False: []}
-        for run in self._entries[key].raw.get("graphs", {}).values():
-            if "outside_s" not in run:
+        A run on this platform whose copies are one direction's (the outputs carry at least
+        4x the inputs' bytes, or the reverse) and of similar sizes gives one point per tensor:
+        the run's time outside its ops (``outside_s``), less the entry's fixed part per run
+        (the median of that time on runs whose copies the curve prices under 0.5 ms) and the
+        other direction's price, split over the tensors. A point replaces the probe's points
+        within a factor of 2 of its size: the probe times copies in a two-op graph, and on the
+        H200 it priced a 69 MB float16 output with its cast at 45 ms where whole graphs paid
+        about 8 ms (issue 11, deeplab on tensorcore).
+        """
+        host = self.platform.host
+        for entry in self._entries.values():
+            runs = [r for r in entry.raw.get("graphs", {}).values()
+                    if "outside_s" in r and r.get("platform") == self.platform.name
+                    and r.get("device") in self.platform.names
+                    and not self.platform.device(r["device"]).is_host]
+            if not runs:
                 continue
-            predicted = sum(
-                t for nbytes in run.get("inputs_bytes", ())
-                for t, _ in self._transfer_parts(nbytes, host, device, calibrated=False)) + sum(
-                t for nbytes in run.get("outputs_bytes", ())
-                for t, _ in self._transfer_parts(nbytes, device, host, calibrated=False))
-            if predicted >= 1e-4 and run["outside_s"] > 0:
-                same = run.get("platform") == self.platform.name
-                logs[same].append(math.log(run["outside_s"] / predicted))
-        chosen = logs[True] if len(logs[True]) >= 2 else logs[True] + logs[False]
-        if len(chosen) < 2:
-            return 1.0, None
-        return math.exp(statistics.median(chosen)), statistics.pstdev(chosen)
+            priced = [(r, self._io_price(r)) for r in runs]
+            small = [max(r["outside_s"] - sum(p), 0.0) for r, p in priced if sum(p) < 5e-4]
+            fixed = statistics.median(small) if small else 0.0
+            points: dict[str, list[tuple[float, float]]] = {}
+            for run, (price_in, price_out) in priced:
+                device = self.platform.device(run["device"])
+                ins, outs = run.get("inputs_bytes", []), run.get("outputs_bytes", [])
+                for sizes, other, out in ((outs, price_in, True), (ins, price_out, False)):
+                    rest = ins if out else outs
+                    if not sizes or sum(sizes) < 4 * sum(rest) or max(sizes) > 2 * min(sizes) \
+                            or self._io_part(sizes, device.name, out) < 1e-3:
+                        continue
+                    seconds = (run["outside_s"] - fixed - other) / len(sizes)
+                    if seconds > 0:
+                        name = self._curve_name(device, host, out, entry)
+                        points.setdefault(name, []).append((sum(sizes) / len(sizes), seconds))
+            for name, extra in points.items():
+                old = entry.curves[name]
+                kept = [(n, t) for n, t in zip(old.sizes, old.times, strict=True)
+                        if not any(0.5 * m <= n <= 2 * m for m, _ in extra)]
+                entry.curves[name] = TransferCurve.from_points(kept + extra, name)
+
+    def _io_price(self, run: Mapping[str, Any]) -> tuple[float, float]:
+        """What the curves price a whole-graph run's input and output copies at."""
+        return (self._io_part(run.get("inputs_bytes", []), run["device"], False),
+                self._io_part(run.get("outputs_bytes", []), run["device"], True))
+
+    def _io_part(self, sizes: Sequence[float], device: str, out: bool) -> float:
+        host = self.platform.host.name
+        src, dst = (device, host) if out else (host, device)
+        return sum(self.transfer_time(n, src, dst) for n in sizes)
+
+    def _curve_name(self, device: Any, host: Any, out: bool, entry: _Entry) -> str:
+        """The curve a copy between ``device`` and the host is priced by (see _transfer_parts)."""
+        a, b = (device, host) if out else (host, device)
+        domain = f"{a.memory}:{a.precision}->{b.memory}:{b.precision}"
+        return domain if domain in entry.curves else f"{a.memory}->{b.memory}"
 
     def _cast_time(self, nbytes: float, src: str, dst: str) -> float:
         """The roofline's cast at the float32 side: 3 bytes moved per stored float16 byte."""
