@@ -12,6 +12,7 @@ cases fail before any TVM conversion. SIGINT runs in subprocesses at the end.
 
 from __future__ import annotations
 
+import configparser
 import gzip
 import json
 import os
@@ -788,6 +789,57 @@ def test_an_interrupt_a_library_swallowed_still_stops_the_command(tmp_path, monk
     assert capsys.readouterr().err.strip() == "partition-lab: interrupted"
     assert (tmp_path / "plan.json").read_text() == "old\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["net.onnx", "plan.json"]
+
+
+def console_script() -> str:
+    """What pip writes as the ``partition-lab`` script for setup.cfg's entry point."""
+    config = configparser.ConfigParser()
+    config.read(Path(__file__).resolve().parents[1] / "setup.cfg")
+    scripts = dict(line.split("=", 1) for line in
+                   config["options.entry_points"]["console_scripts"].strip().splitlines())
+    module, func = scripts["partition-lab "].strip().split(":")
+    return f"import sys\nfrom {module} import {func}\nsys.exit({func}())\n"
+
+
+STALLED_IMPORT = """\
+import sys, time
+
+class Stall:
+    # Holds the import of {module!r} until SIGINT comes, as a slow import would.
+    def find_spec(self, name, path=None, target=None):
+        if name == {module!r}:
+            sys.meta_path.remove(self)
+            open({mark!r}, "w").close()
+            try:
+                time.sleep(60)
+            except KeyboardInterrupt:
+                if not {swallow!r}:
+                    raise
+        return None
+
+sys.meta_path.insert(0, Stall())
+"""
+
+
+@pytest.mark.parametrize("module, swallow", [
+    ("partition_lab", False), ("networkx", False), ("networkx", True)],
+    ids=["package", "dependency", "dependency-swallows-it"])
+def test_sigint_while_the_package_imports_exits_130_without_a_traceback(tmp_path, module,
+                                                                        swallow):
+    """Ctrl-C before the CLI's main() runs: the console script itself must catch it, and
+    must not run the command when an import swallowed the interrupt."""
+    mark = tmp_path / "importing"
+    code = STALLED_IMPORT.format(module=module, mark=str(mark), swallow=swallow)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    proc = subprocess.Popen([sys.executable, "-c", code + console_script(), "zoo"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not mark.exists():  # the import of `module` has begun and waits
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert (proc.returncode, out, err) == (130, "", "partition-lab: interrupted\n")
 
 
 # ---------------------------------------------------------------------------------- successes
