@@ -589,7 +589,13 @@ def _(d: Path):
 @case("exclude-node-matches-nothing")
 def _(d: Path):
     return (["partition", tiny_onnx(d), "--exclude-node", "no_such_node", "-o", d / "p.json"],
-            "no_such_node")
+            "--exclude-node: no node named 'no_such_node'")
+
+
+@case("exclude-op-matches-nothing")
+def _(d: Path):
+    return (["partition", tiny_onnx(d), "--exclude-op", "nn.softmax", "-o", d / "p.json"],
+            "--exclude-op: 'nn.softmax' not in net; its ops are nn.conv2d, nn.relu")
 
 
 # ------------------------------------------------------------------ 4: drawings too large

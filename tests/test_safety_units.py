@@ -274,3 +274,28 @@ def test_every_graphviz_call_has_a_timeout(monkeypatch):
     monkeypatch.setattr(render_graphviz, "TIMEOUT_S", 0.2)
     with pytest.raises(render_graphviz.RenderBudgetError, match="did not finish within"):
         render_graphviz._run_graphviz(["sleep", "5"], b"", "dot")
+
+
+# ---------------------------------------------------------------------------------- audience
+EXCLUSIONS = [  # (excl_node_names, exclude_ops) -> Python wording, command-line wording
+    (["relu_9"], [], "^excl_node_names: no node named 'relu_9'",
+     "^--exclude-node: no node named 'relu_9'"),
+    ([], ["nn.relux"], r"^exclude_ops: 'nn.relux' \(did you mean nn.relu\?\) not in chain",
+     r"^--exclude-op: 'nn.relux' \(did you mean nn.relu\?\) not in chain"),
+]
+
+
+@pytest.mark.parametrize("names, ops, python, command_line", EXCLUSIONS,
+                         ids=["node", "op"])
+def test_an_exclusion_error_names_the_option_as_its_reader_wrote_it(names, ops, python,
+                                                                    command_line):
+    from partition_lab._audience import command_line as for_the_command_line
+    from partition_lab.core.platform import get_platform
+    from partition_lab.errors import ExclusionError
+    from partition_lab.relay.passes.annotate import support_table
+
+    graph, platform = chain(["nn.conv2d", "nn.relu"]), get_platform("neuron")
+    with pytest.raises(ExclusionError, match=python):
+        support_table(graph, platform, names, ops)
+    with for_the_command_line(), pytest.raises(ExclusionError, match=command_line):
+        support_table(graph, platform, names, ops)

@@ -30,6 +30,12 @@ def is_command_line() -> bool:
     return _cli.get()
 
 
+def option(python_name: str, flag: str) -> str:
+    """The name of an option in the reader's terms: ``flag`` (``--exclude-op``) on the command
+    line, ``python_name`` (``exclude_ops``) in Python."""
+    return flag if _cli.get() else python_name
+
+
 def shapes_hint(shapes: Mapping[str, Sequence[int]]) -> str:
     """How to give these input shapes: ``--input-shape a=1,2 --input-shape b=3`` on the
     command line, ``input_shapes={'a': (1, 2), 'b': (3,)}`` in Python."""

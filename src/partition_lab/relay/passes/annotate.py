@@ -6,6 +6,7 @@ import difflib
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from ..._audience import option
 from ...core.graph import OpGraph
 from ...core.plan import CPU, Support, Verdict, host_verdict
 from ...core.platform import Platform
@@ -64,20 +65,27 @@ def support_verdicts(
 
 
 def _check_exclusions(graph: OpGraph, names: Sequence[str], ops: Sequence[str]) -> None:
+    """Raise ExclusionError for an exclusion that matches nothing, naming the option as the
+    user wrote it (``--exclude-node`` on the command line, ``excl_node_names`` in Python)."""
+    model = graph.name or "the model"
     known_names = {n.source_name for n in graph if n.source_name} | {n.name for n in graph}
     missing = [name for name in names if name not in known_names]
     if missing:
-        hints = []
-        for name in missing:
-            close = difflib.get_close_matches(name, sorted(known_names), n=3)
-            hints.append(f"{name!r}" + (f" (did you mean {', '.join(close)}?)" if close else ""))
+        hints = "; ".join(_with_close_matches(name, known_names) for name in missing)
         sample = ", ".join(sorted(known_names)[:8])
         raise ExclusionError(
-            f"excl_node_names: no node named {'; '.join(hints)} in {graph.name or 'the model'}; "
+            f"{option('excl_node_names', '--exclude-node')}: no node named {hints} in {model}; "
             f"it has {len(known_names)} names, e.g. {sample}")
     present_ops = graph.op_counts()
     missing_ops = [op for op in ops if op not in present_ops]
     if missing_ops:
+        hints = ", ".join(_with_close_matches(op, present_ops) for op in missing_ops)
         raise ExclusionError(
-            f"exclude_ops: {', '.join(map(repr, missing_ops))} not in {graph.name or 'the model'}; "
+            f"{option('exclude_ops', '--exclude-op')}: {hints} not in {model}; "
             f"its ops are {', '.join(present_ops)}")
+
+
+def _with_close_matches(name: str, known: Iterable[str]) -> str:
+    """``'nn.batchnorm' (did you mean nn.batch_norm?)``, or just the quoted name."""
+    close = difflib.get_close_matches(name, sorted(known), n=3)
+    return f"{name!r}" + (f" (did you mean {', '.join(close)}?)" if close else "")
