@@ -579,6 +579,22 @@ def _(d: Path):
     return ["compare", tiny_onnx(d), "--strategies", "greedy,nope"], "nope"
 
 
+@case("compare-strategies-empty")
+def _(d: Path):
+    return ["compare", tiny_onnx(d), "--strategies", ""], "bad --strategies '': expected"
+
+
+@case("compare-strategies-trailing-comma")
+def _(d: Path):
+    return ["compare", tiny_onnx(d), "--strategies", "greedy,"], "bad --strategies 'greedy,'"
+
+
+@case("profile-strategies-empty")
+def _(d: Path):
+    return (["profile", tiny_onnx(d), "--platform", "neuron", "--strategies", " ",
+             "--cache", d / "cache.json"], "bad --strategies ' ': expected")
+
+
 @case("profile-cache-is-the-bundle")
 def _(d: Path):
     with gzip.open(d / "net.json.gz", "wt") as handle:

@@ -418,6 +418,27 @@ def parse_options(specs: Sequence[str]) -> dict[str, Any]:
     return options
 
 
+def parse_strategies(text: str | None) -> list[str] | None:
+    """``"greedy, cost"`` -> ``["greedy", "cost"]``; None (the flag not given) stays None.
+
+    An empty list or name is an error rather than "all strategies": ``--strategies ''`` or
+    ``greedy,`` is a mistake (an unset shell variable, say), not a way to ask for every one.
+    Raises UsageError for that and UnknownStrategyError for a name that is not registered.
+    """
+    if text is None:
+        return None
+    from . import strategies
+
+    names = [name.strip() for name in text.split(",")]
+    if not all(names):
+        raise UsageError(f"bad --strategies {text!r}: expected comma-separated strategy names, "
+                         f"e.g. greedy,cost; available: "
+                         f"{', '.join(strategies.available_strategies())}")
+    for name in names:
+        strategies.get_strategy(name)  # fail before loading on an unknown name
+    return list(dict.fromkeys(names))
+
+
 def _option_value(text: str) -> Any:
     lowered = text.lower()
     if lowered in ("true", "yes", "on"):
@@ -661,15 +682,12 @@ def run_compare(args: argparse.Namespace) -> int:
     The model is prepared and its support verdicts computed once (``api.analyze``); each
     strategy then runs on that graph (``compare.compare_plans``).
     """
-    from . import strategies
     from .api import analyze
     from .comparison import compare_plans
 
     args.strategy = None
     job = resolve_job(args)
-    names = [s.strip() for s in args.strategies.split(",")] if args.strategies else None
-    for name in names or ():
-        strategies.get_strategy(name)  # fail before loading on an unknown name
+    names = parse_strategies(args.strategies)
     mod, params = load(job, args.frontend)
     from ._tvm_logs import quiet_tvm_logs
 
@@ -728,12 +746,7 @@ def run_profile(args: argparse.Namespace) -> int:
     runner_options: dict[str, Any] = {}
     if args.runner == "tvm-rpc":
         runner_options = {"target": args.rpc_target, "sessions": args.sessions}
-    strategies = [s.strip() for s in args.strategies.split(",")] if args.strategies else None
-    if strategies:
-        from . import strategies as registry
-
-        for name in strategies:
-            registry.get_strategy(name)  # fail before loading on an unknown name
+    strategies = parse_strategies(args.strategies)
     progress = Progress(True if args.progress else None)
     with progress_bar(progress.enabled) as step:
         result = profile(model, args.platform, device=args.device, cache=cache,
