@@ -343,6 +343,12 @@ def _(d: Path):
             "--input-shape names ['x']")
 
 
+@case("relay-text-data-dependent-shape")
+def _(d: Path):
+    (d / "net.relay").write_text(RELAY_TEXT.replace("sign(%0)", "argwhere(%0)"))
+    return ["partition", d / "net.relay"], "the output of argwhere has a dynamic shape (?, 2)"
+
+
 @case("mxnet-without-params")
 def _(d: Path):
     symbol = {"nodes": [{"op": "null", "name": "data", "inputs": []},
@@ -862,6 +868,28 @@ def test_sigint_while_the_package_imports_exits_130_without_a_traceback(tmp_path
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
     assert (proc.returncode, out, err) == (130, "", "partition-lab: interrupted\n")
+
+
+# ---------------------------------------------------------------------------------- messages
+@pytest.mark.parametrize("cli, hint", [(False, "input_shapes={'data': (1, 8)}"),
+                                       (True, "--input-shape data=1,8")],
+                         ids=["python", "command-line"])
+def test_a_dynamic_input_is_named_with_a_static_example(cli, hint):
+    """The API takes Relay modules with a dynamic input, which the CLI's loaders refuse
+    earlier: the hint is in the reader's terms, with an example of the input's rank."""
+    from contextlib import nullcontext
+
+    import tvm
+
+    from partition_lab import graph_from_relay
+    from partition_lab._audience import command_line
+    from partition_lab.errors import InputShapeError
+
+    mod = tvm.relay.fromtext(RELAY_TEXT.replace("(1, 8)", "(?, 8)"))
+    with command_line() if cli else nullcontext(), pytest.raises(InputShapeError) as error:
+        graph_from_relay(mod)
+    assert str(error.value) == ("input 'data' has a dynamic shape (?, 8); give it a static one "
+                                f"when loading the model, e.g. {hint}")
 
 
 # ---------------------------------------------------------------------------------- successes

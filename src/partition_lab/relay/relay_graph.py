@@ -23,8 +23,9 @@ from typing import Any
 import tvm
 from tvm import relay
 
+from .._audience import shapes_hint
 from ..core.graph import OpGraph, OpNode, TensorType
-from ..errors import PartitionLabError
+from ..errors import InputShapeError, PartitionLabError
 
 TensorRef = tuple[int, int]  # (node id, output index)
 ArgRef = tuple[TensorRef | tuple[str, str] | None, TensorType]  # None: a weight
@@ -132,8 +133,8 @@ class _Builder:
             self._visit(expr)
         batch = self._read_batch()
         n = len(self.calls)
-        outputs = [tuple(_flat_types(batch.value(i))) for i in range(n)]
-        self._type_leaves(batch, outputs)
+        self._type_leaves(batch)  # first: a dynamic input is named, not the first op using it
+        outputs = [tuple(_flat_types(self._call_type(batch, i))) for i in range(n)]
         attrs = batch.attrs_dicts(range(n, 2 * n), self.call_attrs)
         sources = [batch.source_name(2 * n + i) for i in range(n)]
         proto = [self._node_parts(i, outputs, attrs[i], sources[i]) for i in range(n)]
@@ -184,10 +185,27 @@ class _Builder:
                    + [expr.checked_type for _, expr, _ in self.pending])
         return _JsonValues(tvm.ir.save_json(tvm.runtime.convert(objects)))
 
-    def _type_leaves(self, batch: _JsonValues, outputs: list[tuple[TensorType, ...]]) -> None:
+    def _call_type(self, batch: _JsonValues, i: int) -> Any:
+        try:
+            return batch.value(i)
+        except _DynamicShape as shape:
+            op = self.op_names[i]
+            raise PartitionLabError(
+                f"the output of {op} has a dynamic shape {shape}: partitioning needs static "
+                f"shapes, and {op} computes its output's shape from the data") from None
+
+    def _type_leaves(self, batch: _JsonValues) -> None:
         first = 3 * len(self.calls)
         for k, (handle, expr, kind) in enumerate(self.pending):
-            spec = _single_type(batch.value(first + k))
+            try:
+                spec = _single_type(batch.value(first + k))
+            except _DynamicShape as shape:
+                if kind == "Var" and expr.name_hint not in self.param_names:
+                    example = shapes_hint({expr.name_hint: shape.example()})
+                    raise InputShapeError(
+                        f"input {expr.name_hint!r} has a dynamic shape {shape}; give it a "
+                        f"static one when loading the model, e.g. {example}") from None
+                raise PartitionLabError(f"a weight has a dynamic shape {shape}") from None
             if kind == "Var":
                 name = expr.name_hint
                 if name not in self.param_names:
@@ -342,15 +360,24 @@ class _JsonValues:
 
     def _tensor_type(self, node: dict[str, Any]) -> TensorType:
         dtype = node["attrs"]["dtype"]
-        shape = []
-        for i in self.nodes[int(node["attrs"]["shape"])].get("data", ()):
-            dim = self.nodes[i]
-            if dim.get("type_key") != "IntImm":
-                raise PartitionLabError(
-                    f"dynamic dimension ({dim.get('type_key')}) in a {dtype} tensor type: give "
-                    "static input shapes (input_shapes=...)")
-            shape.append(int(dim["attrs"]["value"]))
-        return TensorType(tuple(shape), dtype)
+        dims = [self.nodes[i] for i in self.nodes[int(node["attrs"]["shape"])].get("data", ())]
+        if any(dim.get("type_key") != "IntImm" for dim in dims):
+            raise _DynamicShape(dims)
+        return TensorType(tuple(int(dim["attrs"]["value"]) for dim in dims), dtype)
+
+
+class _DynamicShape(Exception):
+    """A tensor type with a dynamic dimension met while decoding; :class:`_Builder` reports it
+    with the input or op it belongs to."""
+
+    def __init__(self, dims: list[dict[str, Any]]) -> None:
+        self.sizes = [int(dim["attrs"]["value"]) if dim.get("type_key") == "IntImm" else None
+                      for dim in dims]
+        super().__init__(f"({', '.join('?' if d is None else str(d) for d in self.sizes)})")
+
+    def example(self) -> tuple[int, ...]:
+        """The shape with 1 for each dynamic dimension, as an example of a static one."""
+        return tuple(1 if d is None else d for d in self.sizes)
 
 
 @dataclass(frozen=True)
