@@ -700,6 +700,11 @@ PLAN_CASES: dict[str, tuple[Callable[[dict], object], str]] = {
     "bundle-graph-missing": (lambda d: d.pop("graph"), "is malformed (KeyError: key 'graph')"),
     "bundle-node-count": (lambda d: d["bindings"].pop(), "bindings for"),
 }
+BUNDLE_FLAG_CASES = {  # flags for a model given with a bundle (here left as it was exported)
+    "bundle-with-option": (["--option", "precision=fp32"], "--option apply to a model"),
+    "bundle-with-input-shape": (["--input-shape", "data=1,3,8,8"],
+                                "--input-shape apply to a model, not a bundle"),
+}
 
 
 # ---------------------------------------------------------------------------------- the suite
@@ -732,7 +737,7 @@ def assert_clean_failure(argv: list, needle: str, root: Path, capsys) -> str:
 
 
 def test_the_suite_has_at_least_80_cases():
-    assert len(CASES) + len(PLAN_CASES) >= 80
+    assert len(CASES) + len(PLAN_CASES) + len(BUNDLE_FLAG_CASES) >= 80
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -750,6 +755,14 @@ def test_hostile_plan_file(name, bundle_data, tmp_path, monkeypatch, capsys):
     line = assert_clean_failure(argv, needle or "", tmp_path, capsys)
     if name == "plan-supported-flipped":
         assert "the plan says neuron supports node" in line and "rejects it" in line
+
+
+@pytest.mark.parametrize("name", sorted(BUNDLE_FLAG_CASES))
+def test_hostile_bundle_flags(name, bundle_data, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    flags, needle = BUNDLE_FLAG_CASES[name]
+    argv = tampered(lambda data: None)(tmp_path, bundle_data) + flags
+    assert_clean_failure(argv, needle, tmp_path, capsys)
 
 
 # ---------------------------------------------------------------------------------- 5: SIGINT

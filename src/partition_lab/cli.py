@@ -724,6 +724,11 @@ def run_profile(args: argparse.Namespace) -> int:
     if not bundle and not args.platform:
         raise UsageError("--platform is required for a model (a bundle carries its own)")
     options = parse_options(args.option)
+    model_only = [flag for flag, given in (("--option", options),
+                                           ("--input-shape", args.input_shape)) if given]
+    if bundle and model_only:
+        raise UsageError(f"{' and '.join(model_only)} apply to a model, not a bundle: its plans "
+                         "were made with the shapes and options it was exported with")
     if args.platform and not bundle:
         from .core.platform import get_platform
 
