@@ -701,9 +701,9 @@ PLAN_CASES: dict[str, tuple[Callable[[dict], object], str]] = {
     "bundle-node-count": (lambda d: d["bindings"].pop(), "bindings for"),
 }
 BUNDLE_FLAG_CASES = {  # flags for a model given with a bundle (here left as it was exported)
-    "bundle-with-option": (["--option", "precision=fp32"], "--option apply to a model"),
+    "bundle-with-option": (["--option", "precision=fp32"], "--option applies to a model"),
     "bundle-with-input-shape": (["--input-shape", "data=1,3,8,8"],
-                                "--input-shape apply to a model, not a bundle"),
+                                "--input-shape applies to a model, not a bundle"),
 }
 
 

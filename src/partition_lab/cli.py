@@ -727,7 +727,8 @@ def run_profile(args: argparse.Namespace) -> int:
     model_only = [flag for flag, given in (("--option", options),
                                            ("--input-shape", args.input_shape)) if given]
     if bundle and model_only:
-        raise UsageError(f"{' and '.join(model_only)} apply to a model, not a bundle: its plans "
+        verb = "applies" if len(model_only) == 1 else "apply"
+        raise UsageError(f"{' and '.join(model_only)} {verb} to a model, not a bundle: its plans "
                          "were made with the shapes and options it was exported with")
     if args.platform and not bundle:
         from .core.platform import get_platform
