@@ -299,3 +299,21 @@ def test_an_exclusion_error_names_the_option_as_its_reader_wrote_it(names, ops, 
         support_table(graph, platform, names, ops)
     with for_the_command_line(), pytest.raises(ExclusionError, match=command_line):
         support_table(graph, platform, names, ops)
+
+
+@pytest.mark.parametrize("cli, hint", [(False, "use frontend='mxnet'"),
+                                       (True, "use --frontend mxnet")])
+def test_a_zoo_model_without_a_frontend_names_the_other_in_the_readers_terms(
+        monkeypatch, cli, hint):
+    import dataclasses
+    from contextlib import nullcontext
+
+    from partition_lab._audience import command_line
+    from partition_lab.errors import UnsupportedOperatorError
+
+    real = zoo.entry("resnet50_v1")
+    mxnet_only = dataclasses.replace(real, frontends=("mxnet",), frontend_note="no ONNX export")
+    monkeypatch.setattr(zoo, "entry", lambda name: mxnet_only)
+    with command_line() if cli else nullcontext(), \
+            pytest.raises(UnsupportedOperatorError, match=f"{hint}$"):
+        zoo.load("resnet50_v1", frontend="onnx")

@@ -37,6 +37,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from .._audience import option
 from ..errors import UnsupportedOperatorError
 
 # First: every gluoncv import below goes through this package, and gluoncv must not see torch.
@@ -118,9 +119,10 @@ def load(name: str, *, frontend: Frontend = "mxnet", small: bool = False) -> tup
     if frontend not in ("mxnet", "onnx"):
         raise ValueError(f"frontend must be 'mxnet' or 'onnx', not {frontend!r}")
     if frontend not in zoo_entry.frontends:
+        other = zoo_entry.frontends[0]
         raise UnsupportedOperatorError(
-            f"{name} does not load through the {frontend} frontend "
-            f"({zoo_entry.frontend_note}); use frontend={zoo_entry.frontends[0]!r}")
+            f"{name} does not load through the {frontend} frontend ({zoo_entry.frontend_note}); "
+            f"use {option(f'frontend={other!r}', f'--frontend {other}')}")
     import tvm
 
     mod, params = _load_cached(name, frontend, small)
