@@ -734,8 +734,11 @@ def run_profile(args: argparse.Namespace) -> int:
 
         for name in strategies:
             registry.get_strategy(name)  # fail before loading on an unknown name
+    from ._tvm_logs import quiet_tvm_logs
+
     progress = Progress(True if args.progress else None)
-    with progress_bar(progress.enabled) as step:
+    # The bar draws through sys.stderr, which quiet_tvm_logs keeps on the terminal: it stays live.
+    with quiet_tvm_logs(not getattr(args, "debug", False)), progress_bar(progress.enabled) as step:
         result = profile(model, args.platform, device=args.device, cache=cache,
                          strategies=strategies, runner=args.runner, name=args.name,
                          tracker=args.tracker, key=args.key, runner_options=runner_options,
