@@ -78,3 +78,20 @@ def test_profile_stderr_stays_live_while_tvm_lines_are_dropped(tmp_path: Path) -
     assert proc.returncode == 0, (seen + err).decode()[-2000:]
     assert b"profiled" in out
     assert b"convert_layout.cc" not in seen + err
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_tvm_python_loggers_are_held_to_errors_inside_the_block(
+        enabled: bool, caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    from partition_lab._tvm_logs import quiet_tvm_logs
+
+    strategy, autotvm = logging.getLogger("strategy"), logging.getLogger("autotvm")
+    with quiet_tvm_logs(enabled):
+        strategy.warning("conv2d NHWC layout is not optimized for x86 with autotvm.")
+        autotvm.error("a real failure")
+    strategy.warning("after the block")
+    said = [r.getMessage() for r in caplog.records]
+    assert said == ([] if enabled else ["conv2d NHWC layout is not optimized for x86 with "
+                                        "autotvm."]) + ["a real failure", "after the block"]
