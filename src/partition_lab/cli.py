@@ -690,6 +690,7 @@ def run_profile(args: argparse.Namespace) -> int:
     """``partition-lab profile``: measure into the profile cache; print what was done."""
     import json
 
+    from ._tvm_logs import quiet_tvm_logs  # the bar draws through sys.stderr: it stays live
     from .profiling import ProfileCache, default_cache_path, profile
     from .profiling.profile import is_bundle_path, parse_tracker, progress_bar
 
@@ -734,10 +735,7 @@ def run_profile(args: argparse.Namespace) -> int:
 
         for name in strategies:
             registry.get_strategy(name)  # fail before loading on an unknown name
-    from ._tvm_logs import quiet_tvm_logs
-
     progress = Progress(True if args.progress else None)
-    # The bar draws through sys.stderr, which quiet_tvm_logs keeps on the terminal: it stays live.
     with quiet_tvm_logs(not getattr(args, "debug", False)), progress_bar(progress.enabled) as step:
         result = profile(model, args.platform, device=args.device, cache=cache,
                          strategies=strategies, runner=args.runner, name=args.name,
