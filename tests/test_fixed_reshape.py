@@ -58,3 +58,18 @@ def test_the_advice_holds_a_dynamic_batch_converts(tmp_path: Path) -> None:
     model = reshape_model(tmp_path / "dynamic.onnx", [-1, 4, 2, 4])
     mod, _ = load_model(model, {"data": (32, 4, 8)})
     assert [int(d) for d in mod["main"].ret_type.shape] == [32, 4, 2, 4]
+
+
+def test_the_readme_example_a_zoo_onnx_file_takes_batch_32(capsys: pytest.CaptureFixture[str]
+                                                           ) -> None:
+    # README: cp "$(... zoo.onnx_path("resnet50_v1"))" model.onnx; viz model.onnx --input-shape
+    # data=32,... (here the small variant: the same exporter, so the same Reshape-free graph)
+    from partition_lab import zoo
+
+    path = zoo.onnx_path("resnet50_v1", small=True)
+    shape = zoo.info("resnet50_v1").shapes(True)["data"]
+    batch32 = ",".join(map(str, (32, *shape[1:])))
+    assert main(["partition", str(path), "--target", "tensorcore",
+                 "--input-shape", f"data={batch32}"]) == 0
+    out = capsys.readouterr().out
+    assert "on tensorcore" in out and "batch 1 is not a multiple" not in out, out
