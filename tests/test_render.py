@@ -518,20 +518,22 @@ def test_no_drawn_text_names_a_region_label_absent_from_the_plan():
         assert "region dsp5" not in drawn and "its region was tried" in drawn
 
 
-def test_reasons_are_grouped_by_the_rejecting_devices_rule():
-    graph = synthetic.chain(["sign", "nn.conv2d", "nn.conv2d", "sign", "tanh"])
+def test_reasons_are_grouped_by_their_text():
+    graph = synthetic.chain(["sign", "nn.conv2d", "nn.conv2d", "sign", "tanh", "tanh"])
     platform = npu_dsp_cpu()
     npu = [Verdict(False, f"{n.op}: rule A rejects shape {n.id}", "rule-a") if n.op != "tanh"
            else Verdict(False, "tanh: rule B", "rule-b") for n in graph]
-    support = Support(platform, {"npu": npu, "dsp": [Verdict(False, "no", "dsp")] * 5,
+    support = Support(platform, {"npu": npu, "dsp": [Verdict(False, "no", "dsp")] * 6,
                                  CPU: [host_verdict() for _ in graph]})
     plan = get_strategy("greedy").run(graph, support)
     assert [r.label for r in plan.regions] == ["cpu0"]
     ranked = render_view._region_reasons(render_view._PlanView(plan, None), plan.regions[0])
-    assert ranked == [
-        ("e.g. npu and dsp reject nn.conv2d: rule A rejects shape 1", 2),  # one rule, 2 texts
-        ("e.g. npu and dsp reject sign: rule A rejects shape 0", 2),
-        ("npu and dsp reject tanh: rule B", 1),
+    assert ranked == [  # one rule with four texts: four lines, each op under its own words
+        ("npu and dsp reject tanh: rule B", 2),
+        ("npu and dsp reject nn.conv2d: rule A rejects shape 1", 1),
+        ("npu and dsp reject nn.conv2d: rule A rejects shape 2", 1),
+        ("npu and dsp reject sign: rule A rejects shape 0", 1),
+        ("npu and dsp reject sign: rule A rejects shape 3", 1),
     ]
 
 
@@ -694,3 +696,19 @@ def test_the_package_docstring_example_runs() -> None:
 
     result = doctest.testmod(render)
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_a_collapsed_island_shows_each_text_of_one_rule_with_its_count():
+    # one shape rule rejects the stem conv for its channels, two convs and a dense for batch 1
+    graph = synthetic.chain(["nn.conv2d", "nn.conv2d", "nn.dense", "nn.conv2d"])
+    batch = "batch 1 is not a multiple of 8"
+    words = ["cin 3 is not a multiple of 16", batch, batch, batch]
+    npu = [Verdict(False, f"{n.op}: {words[n.id]}", "shape") for n in graph]
+    support = Support(npu_dsp_cpu(), {"npu": npu, "dsp": [Verdict(False, "no", "dsp")] * 4,
+                                      CPU: [host_verdict() for _ in graph]})
+    plan = get_strategy("greedy").run(graph, support)
+    drawn = page_text(svg_of(plan, None, collapse=True))
+    assert "e.g." not in drawn
+    assert "2x npu and dsp reject nn.conv2d: batch 1 is not a multiple of 8" in drawn
+    assert "1x npu and dsp reject nn.conv2d: cin 3 is not a multiple of 16" in drawn
+    assert "1x npu and dsp reject nn.dense: batch 1 is not a multiple of 8" in drawn

@@ -708,6 +708,7 @@ def run_profile(args: argparse.Namespace) -> int:
     """``partition-lab profile``: measure into the profile cache; print what was done."""
     import json
 
+    from ._tvm_logs import quiet_tvm_logs  # the bar draws through sys.stderr: it stays live
     from .profiling import ProfileCache, default_cache_path, profile
     from .profiling.profile import is_bundle_path, parse_tracker, progress_bar
 
@@ -754,7 +755,7 @@ def run_profile(args: argparse.Namespace) -> int:
         runner_options = {"target": args.rpc_target, "sessions": args.sessions}
     strategies = parse_strategies(args.strategies)
     progress = Progress(True if args.progress else None)
-    with progress_bar(progress.enabled) as step:
+    with quiet_tvm_logs(not getattr(args, "debug", False)), progress_bar(progress.enabled) as step:
         result = profile(model, args.platform, device=args.device, cache=cache,
                          strategies=strategies, runner=args.runner, name=args.name,
                          tracker=args.tracker, key=args.key, runner_options=runner_options,

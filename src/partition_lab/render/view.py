@@ -1,8 +1,8 @@
 """The view model of a drawing: what each region, op and cut shows, independent of DOT.
 
 :class:`_PlanView` holds a plan with its cost breakdown and answers the drawing's questions: each
-device's colours and role, each op's reason (grouped by the rejecting device's rule or the
-strategy's reason; never naming a region that is not drawn), the cuts and their copy times, and
+device's colours and role, each op's reason (grouped by the text it shows, as the plan's summary
+does; never naming a region that is not drawn), the cuts and their copy times, and
 the header's summary and legend lines. Text helpers (short reasons, histograms, wrapping) live
 here too.
 """
@@ -166,11 +166,11 @@ class _Cut:
 class _Reason:
     """Why an op is not on a more preferred device, as the drawing shows it.
 
-    ``key`` groups ops in summaries: ``("rejected", device, rule, op)`` for an op that every
-    more preferred device rejected (``device`` is the most preferred of them, ``rule`` its
-    verdict's rule: one group for the convs a shape rule rejected, whatever their shapes),
-    ``("moved", device, gist)`` for an op a strategy put off its preferred device (by the
-    strategy's reason, without names of regions that are not drawn).
+    ``key`` says what kind of reason it is: ``("rejected", devices, rule, op)`` for an op that
+    every more preferred device rejected (``devices`` lists them, ``rule`` is the most
+    preferred one's verdict's rule), ``("moved", device, gist)`` for an op a strategy put off
+    its preferred device (by the strategy's reason, without names of regions that are not
+    drawn). Summaries group ops by ``gist``, the text they show.
     """
 
     key: tuple[str, ...]
@@ -317,26 +317,20 @@ def _reason_lines(view: _PlanView, region: Region) -> tuple[list[str], list[str]
 
 
 def _region_reasons(view: _PlanView, region: Region) -> list[tuple[str, int]]:
-    """The reasons of a region's ops grouped by their key, with counts: what a more preferred
-    device rejected first (grouped by that device's rule and the op), then what the strategy
-    moved (grouped by its reason), each by count.
+    """The reasons of a region's ops grouped by their text, with counts: what a more preferred
+    device rejected first, then what the strategy moved, each largest first.
 
-    A group shows its members' common short text; members of one rule whose texts differ
-    (shapes, dtypes) show the most common one's, with "e.g." (the first one's on ties).
+    Ops share a line only when their reasons read the same, as in the text summary: one rule
+    that rejects a stem conv for its channels and a dense for its batch gives two lines, so
+    no line shows one op's words for another.
     """
-    groups: dict[tuple[str, ...], list[_Reason]] = {}
+    groups: Counter[tuple[bool, str]] = Counter()
     for node in region.nodes:
         reason = view.reasons[node]
         if reason is not None:
-            groups.setdefault(reason.key, []).append(reason)
-    counted = []
-    for members in groups.values():
-        texts = Counter(r.gist for r in members)  # insertion-ordered: ties keep the first
-        common = texts.most_common(1)[0][0]
-        text = common if len(texts) == 1 else f"e.g. {common}"
-        counted.append((text, len(members), members[0].rejected))
-    counted.sort(key=lambda item: (not item[2], -item[1], item[0]))
-    return [(text, count) for text, count, _ in counted]
+            groups[(not reason.rejected, reason.gist)] += 1
+    ranked = sorted(groups.items(), key=lambda item: (item[0][0], -item[1], item[0][1]))
+    return [(gist, count) for (_, gist), count in ranked]
 
 
 def _contents_lines(view: _PlanView, region: Region) -> list[str]:

@@ -8,6 +8,7 @@ and turns TVM's exceptions into partition_lab errors.
 
 from __future__ import annotations
 
+import re
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
@@ -19,6 +20,7 @@ from google.protobuf.message import DecodeError
 from onnx import numpy_helper
 from tvm import relay
 
+from ..._audience import shapes_hint
 from ...errors import InputShapeError, ModelFormatError, UnsupportedOperatorError
 from ._common import DeclaredDim, Shape, finish_module, resolve_declared_shapes
 from ._incremental import incremental_inference
@@ -50,7 +52,13 @@ def load_onnx(path: Path, input_shapes: Mapping[str, object] | None, *,
     weights = lift_weights(model)
     shapes.update({name: array.shape for name, array in weights.items()})
     dtypes.update({name: array.dtype.name for name, array in weights.items()})
-    mod = _convert(model, path, shapes, dtypes, invalid)
+    try:
+        mod = _convert(model, path, shapes, dtypes, invalid)
+    except tvm.error.TVMError as exc:
+        cause = fixed_reshape_error(exc, model, path.name, declared, shapes)
+        if cause is None:
+            raise
+        raise cause from exc
     if invalid is not None:
         warnings.warn(f"{path.name}: onnx.checker: {invalid} (TVM converted it anyway)",
                       stacklevel=3)
@@ -89,6 +97,69 @@ def _convert(
             "Re-export it and check it with onnx.checker.check_model"
         ) from exc
     return mod
+
+
+#: TVM's report when a Reshape's target does not hold as many elements as its input.
+_RESHAPE_MISMATCH = re.compile(r"Input tensor shape\(([\d, ]*)\) and reshaped shape\(([\d, ]*)\) "
+                               r"are not compatible")
+
+
+def fixed_reshape_error(
+    exc: BaseException,
+    model: onnx.ModelProto,
+    name: str,
+    declared: Mapping[str, list[DeclaredDim]],
+    shapes: Mapping[str, tuple[int, ...]],
+) -> InputShapeError | None:
+    """An :class:`InputShapeError` when TVM failed because a Reshape with a constant target
+    (exported for the declared input shapes) cannot take the other input shapes the caller
+    gave; None for any other failure (a model that fails with its own shapes is broken, and
+    TVM's words say how).
+
+    Exporters often write a Reshape's target as constants (``(1, 16, 4, 16)``) instead of
+    ``0``/``-1`` for the batch axis: the model then only converts with the shapes it was
+    exported for, and TVM's report says neither which node nor what to do.
+    """
+    match = _RESHAPE_MISMATCH.search(str(exc))
+    inputs = {k: v for k, v in shapes.items() if k in declared}
+    fixed = {k: tuple(dims) for k, dims in declared.items()
+             if all(isinstance(d, int) for d in dims)}
+    changed = {k for k, v in inputs.items() if k in fixed and fixed[k] != v}
+    if match is None or not changed:
+        return None
+    target = tuple(int(d) for d in match.group(2).split(",") if d.strip())
+    node = _fixed_reshape(model, target)
+    where = f"in Reshape node {node!r}" if node else "in a Reshape"
+    batch_only = all(
+        fixed[k][1:] == inputs[k][1:] and target[:1] == fixed[k][:1] for k in changed)
+    given = ", ".join(f"{k}=" + ",".join(map(str, v)) for k, v in inputs.items())
+    keep = f" or keep its shape ({shapes_hint({k: fixed[k] for k in sorted(changed)})})"
+    if batch_only:
+        return InputShapeError(
+            f"{name} fixes its batch {where} (to {','.join(map(str, target))}), so it cannot "
+            f"take input shape {given}: export it with a dynamic batch (0 or -1 as the "
+            f"Reshape's batch axis){keep}")
+    return InputShapeError(
+        f"{name} fixes a shape {where} (to {','.join(map(str, target))}) that input shape "
+        f"{given} does not fit: export it for these shapes (or with 0 or -1 in the "
+        f"Reshape's target){keep}")
+
+
+def _fixed_reshape(model: onnx.ModelProto, target: tuple[int, ...]) -> str | None:
+    """The name of the first Reshape whose constant target gives ``target`` (its ``-1`` and
+    ``0`` entries match any size); None if there is no such node."""
+    constants = {init.name: init for init in model.graph.initializer}
+    constants.update({node.output[0]: attr.t for node in model.graph.node
+                      if node.op_type == "Constant" for attr in node.attribute
+                      if attr.name == "value"})
+    for index, node in enumerate(model.graph.node):
+        if node.op_type != "Reshape" or len(node.input) < 2 or node.input[1] not in constants:
+            continue
+        written = numpy_helper.to_array(constants[node.input[1]]).tolist()
+        if len(written) == len(target) and all(
+                w in (-1, 0, t) for w, t in zip(written, target, strict=True)):
+            return node.name or f"Reshape_{index}"
+    return None
 
 
 def lift_weights(model: onnx.ModelProto) -> dict[str, np.ndarray]:
