@@ -466,3 +466,16 @@ def test_copies_that_whole_graph_runs_made_join_the_copy_curve(graphs) -> None:
     del cache["devices"][GPU]["graphs"]["r3"]
     unchanged = ProfiledCostModel(cache, "tensorcore")
     assert unchanged.transfer_time(6e6, "cuda", "cpu") == plain.transfer_time(6e6, "cuda", "cpu")
+
+
+def test_ambiguous_entries_are_explained_in_the_readers_terms(graphs) -> None:
+    from partition_lab._audience import command_line
+
+    cache = synthetic_cache(graphs)
+    cache["devices"]["gpu-2"] = dict(cache["devices"][GPU])
+    del cache["bindings"]
+    with pytest.raises(ProfileError, match=r"pass binding=\{device: key\}"):
+        ProfiledCostModel(cache, "tensorcore")
+    with command_line(), pytest.raises(ProfileError, match=r"partition-lab profile MODEL "
+                                                           r"--platform tensorcore"):
+        ProfiledCostModel(cache, "tensorcore")

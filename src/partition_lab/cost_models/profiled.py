@@ -896,7 +896,7 @@ class ProfiledCostModel:
             if len(pool) > 1:
                 raise ProfileError(
                     f"the cache has several {'cpu' if d.is_host else 'accelerator'} entries "
-                    f"({', '.join(pool)}); pass binding={{device: key}} for {d.name!r}")
+                    f"({', '.join(pool)}); {_binding_hint(self.platform.name, d.name)}")
             if pool:
                 out[d.name] = pool[0]
         return out
@@ -1282,6 +1282,17 @@ class ProfiledCostModel:
                  for key in self._entries}
         return CrossValidation("; ".join(sorted(protocols)), by_class, by_graph, totals,
                                predictions, folds, names, by_op)
+
+
+def _binding_hint(platform: str, device: str) -> str:
+    """How to say which cache entry a device is timed by: ``binding=`` in Python; on the
+    command line, by profiling the model for the platform, which records its bindings."""
+    from .._audience import is_command_line
+
+    if is_command_line():
+        return (f"run `partition-lab profile MODEL --platform {platform} --cache FILE` once on "
+                f"the device that runs {device!r}: it records which entry each device uses")
+    return f"pass binding={{device: key}} for {device!r}"
 
 
 def _curve_sigma(curve: TransferCurve, nbytes: float) -> float:
