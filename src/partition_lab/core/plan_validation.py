@@ -75,19 +75,11 @@ def has_rules(platform: Platform | None) -> bool:
 def _check_node(graph: OpGraph, node: Any, index: int, devices: Sequence[str] | None,
                 n_regions: int) -> None:
     where = f"plan: nodes[{index}]"
-    if not isinstance(node, Mapping):
-        raise PlanError(f"{where} must be an object, not {type(node).__name__}")
-    if _typed(node, "id", int, where) != index:
-        raise PlanError(f"{where} has id {node['id']} but is at position {index}; node ids "
-                        "must equal their positions")
+    _check_entry(node, index, "node", devices)
     op = _typed(node, "op", str, where) if "op" in node else graph[index].op  # plan/1: optional
     if op != graph[index].op:
         raise PlanError(f"{where}.op is {_short(op)} but node {index} of the graph is "
                         f"{graph[index].op!r}; the plan is for another graph")
-    device = _typed(node, "device", str, where)
-    if devices is not None and device not in devices:
-        raise PlanError(f"{where}.device {_short(device)} is not a device of the plan "
-                        f"({', '.join(devices)})")
     region = _typed(node, "region", int, where)
     if not 0 <= region < n_regions:
         raise PlanError(f"{where}.region {region} does not exist (the plan has {n_regions})")
@@ -110,19 +102,25 @@ def _check_node(graph: OpGraph, node: Any, index: int, devices: Sequence[str] | 
 
 def _check_region(region: Any, index: int, n_nodes: int, devices: Sequence[str] | None) -> None:
     where = f"plan: regions[{index}]"
-    if not isinstance(region, Mapping):
-        raise PlanError(f"{where} must be an object, not {type(region).__name__}")
-    if _typed(region, "id", int, where) != index:
-        raise PlanError(f"{where} has id {region['id']} but is at position {index}; region ids "
-                        "must equal their positions")
-    device = _typed(region, "device", str, where)
-    if devices is not None and device not in devices:
-        raise PlanError(f"{where}.device {_short(device)} is not a device of the plan "
-                        f"({', '.join(devices)})")
+    _check_entry(region, index, "region", devices)
     members = _typed(region, "nodes", list, where)
     if not all(isinstance(m, int) and not isinstance(m, bool) and 0 <= m < n_nodes
                for m in members):
         raise PlanError(f"{where}.nodes must be node ids from 0 to {n_nodes - 1}")
+
+
+def _check_entry(item: Any, index: int, kind: str, devices: Sequence[str] | None) -> None:
+    """What nodes and regions share: an object whose id is its position, on a plan device."""
+    where = f"plan: {kind}s[{index}]"
+    if not isinstance(item, Mapping):
+        raise PlanError(f"{where} must be an object, not {type(item).__name__}")
+    if _typed(item, "id", int, where) != index:
+        raise PlanError(f"{where} has id {item['id']} but is at position {index}; {kind} ids "
+                        "must equal their positions")
+    device = _typed(item, "device", str, where)
+    if devices is not None and device not in devices:
+        raise PlanError(f"{where}.device {_short(device)} is not a device of the plan "
+                        f"({', '.join(devices)})")
 
 
 def _device_names(data: Mapping[str, Any]) -> list[str]:
