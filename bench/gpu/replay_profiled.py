@@ -5,7 +5,10 @@ the instance that measured the profile. When the cost model changes after the ru
 can still be priced again from that profile, offline: per row, the Spearman rank correlation of
 predicted and measured time over the row's plans and predicted / measured of each plan; and
 ``cost`` / ``optimal`` re-run, with their new plan looked up among the measured ones (its
-measured ratio to greedy), or reported as not measured. Nothing here is a new measurement.
+measured ratio to greedy), or reported as not measured. And how well the stated uncertainties
+cover the errors: |predicted - measured| / sd of each plan's total, and of each plan's gain over
+greedy (what the robust rule of ``strategies.robust`` compares; calibrated, the median would be
+0.67 and 95% would lie within 2). Nothing here is a new measurement.
 
     PYTHONPATH=src .venv/bin/python bench/gpu/replay_profiled.py \\
         --cache bench/results/gpu_ingraph_cache.json --run bench/results/gpu_ingraph_run2_raw.json \\
@@ -25,6 +28,8 @@ from partition_lab.cost_models.base import evaluate
 from partition_lab.cost_models.profiled import ProfiledCostModel, read_profile_cache
 from partition_lab.executors.graph_io import read_bundle
 from partition_lab.strategies import get_strategy
+from partition_lab.strategies.costing import CostTables
+from partition_lab.strategies.robust import gain_sigma, plan_sigma
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from evidence import plan_key  # noqa: E402
@@ -38,6 +43,16 @@ def replay_row(row: dict[str, Any], bundle: Any, model: Any) -> dict[str, Any]:
     predicted = [evaluate(bundle.plans[n], model).total for n in names]
     measured = [row["plans"][n]["median_s"] for n in names]
     ratios = [p / m for p, m in zip(predicted, measured, strict=True)]
+    tables = CostTables(bundle.graph, model, bundle.platform)
+    z_total, z_gain = [], []
+    greedy = _placement(bundle.plans["greedy"])
+    for name, p, m in zip(names, predicted, measured, strict=True):
+        placed = _placement(bundle.plans[name])
+        z_total.append(abs(p - m) / max(plan_sigma(tables, *placed), 1e-12))
+        if name != "greedy":
+            sigma = gain_sigma(tables, *greedy, *placed)
+            if sigma > 0:
+                z_gain.append(abs((predicted[0] - p) - (measured[0] - m)) / sigma)
     keys = {plan_key(bundle.plans[n]): n for n in names}
     support = bundle.plans["greedy"].support
     choices = {}
@@ -50,7 +65,19 @@ def replay_row(row: dict[str, Any], bundle: Any, model: Any) -> dict[str, Any]:
     return {"model": row["model"], "platform": row["platform"], "plans": len(names),
             "spearman": spearman(predicted, measured), "pred_meas_greedy": ratios[0],
             "plans_in_band": sum(BAND[0] <= r <= BAND[1] for r in ratios) / len(ratios),
-            "choices": choices}
+            "z_total": z_total, "z_gain": z_gain, "choices": choices}
+
+
+def _placement(plan: Any) -> tuple[list[int], list[Any]]:
+    """A plan as the robust rule's tables see it: device index per node, region members."""
+    return ([plan.platform.index(d.device) for d in plan.decisions],
+            [r.nodes for r in plan.regions])
+
+
+def _coverage(what: str, zs: list[float]) -> str:
+    return (f"Uncertainty of {what}: median |error| / sd {statistics.median(zs):.2f} (0.67 if "
+            f"calibrated), {sum(z <= 2 for z in zs) / len(zs):.0%} of {len(zs)} within 2 sd "
+            "(95% if calibrated).")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -91,6 +118,9 @@ def main(argv: list[str] | None = None) -> int:
         f"{len(measured)} are other measured plans (ratio to greedy "
         f"{min(measured, default=float('nan')):.3f}-{max(measured, default=float('nan')):.3f}); "
         f"{len(moved) - len(measured)} are plans the run did not measure (no claim about them).",
+        "",
+        _coverage("plan totals", [z for r in rows for z in r["z_total"]]),
+        _coverage("gains over greedy", [z for r in rows for z in r["z_gain"]]),
         "",
         "| model | platform | plans | Spearman | greedy pred/meas | plans in band | cost: plan "
         "(measured ratio, predicted gain) | optimal: plan (measured ratio, predicted gain) |",
