@@ -31,16 +31,13 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from partition_lab.core.graph import OpGraphBuilder, TensorType
 from partition_lab.core.ops import op_class
-from partition_lab.core.plan import PartitionPlan, Support, Verdict
-from partition_lab.core.platform import get_platform
 from partition_lab.cost_models import get_cost_model
 from partition_lab.cost_models.measured import op_signature
 from partition_lab.cost_models.measured_gpu import SCHEMA
-from partition_lab.executors.graph_io import ArgRef, read_bundle
-from partition_lab.executors.torch_exec import PlanExecutor, RunTimings, op_callable, transfer
-from partition_lab.profiling.runners import relu_chain
+from partition_lab.executors.graph_io import read_bundle
+from partition_lab.executors.torch_exec import PlanExecutor, op_callable, transfer
+from partition_lab.profiling.runners import TorchRunner, relu_chain
 
 SIZES = [2 ** k for k in range(8, 29, 2)]  # 256 B .. 256 MiB
 
@@ -145,35 +142,15 @@ def measure_ops(signatures: dict[str, tuple[Any, Any]], device: str, kind: str,
 
 
 def measure_executor_copies(device: str) -> dict[str, list[list[float]]]:
-    """Copy times by size as the executor's runs see them: a float16 tensor goes host -> GPU
-    (a relu there) -> host (a relu there), in a two-region plan; the copies' times are read
-    from synchronised breakdown runs (median), with the allocator in the state repeated runs
-    leave it in."""
-    curves: dict[str, list[list[float]]] = {"h2d": [], "d2h": []}
-    for nbytes in SIZES:
-        n = nbytes // 2
-        builder = OpGraphBuilder("copy_probe")
-        first = builder.op("nn.relu", [builder.input("x", TensorType((n,), "float16"))])
-        graph = builder.build(outputs=[builder.op("nn.relu", [first])])
-        bindings = ((ArgRef("tensor", key="input:x"),), (ArgRef("tensor", key="nn.relu_0:0"),))
-        tensorcore = get_platform("tensorcore")
-        support = Support(tensorcore, {d: [Verdict(True, "probe")] * 2 for d in tensorcore.names})
-        plan = PartitionPlan.from_devices(graph, support, "copy_probe", ["tensorcore", "cpu"])
-        executor = PlanExecutor(graph, plan, bindings, {}, device=device)
-        inputs = {"x": np.random.default_rng(0).standard_normal(n).astype("float16")}
-        samples: dict[str, list[float]] = {"h2d": [], "d2h": []}
-        for _ in range(2):
-            executor.run(inputs)
-        for _ in range(9 if nbytes < 2 ** 24 else 5):
-            timings = RunTimings(0.0)
-            executor.run(inputs, timings=timings)
-            for copy in timings.copies:
-                samples["d2h" if copy["dst"] == "cpu" else "h2d"].append(copy["time_s"])
-        for name in curves:
-            curves[name].append([float(nbytes), statistics.median(samples[name])])
-        print(f"  executor copy {nbytes:>10} B: h2d {curves['h2d'][-1][1] * 1e6:.1f} us, "
-              f"d2h {curves['d2h'][-1][1] * 1e6:.1f} us", flush=True)
-    return curves
+    """Copy times by size as the executor's runs see them, float16 payloads: the profiler's own
+    probe (:meth:`partition_lab.profiling.runners.TorchRunner.measure_copies`)."""
+    curves = TorchRunner(device).measure_copies("host", "gpu", dtype="float16", sizes=SIZES)
+    out = {"h2d": [list(p) for p in curves["host->gpu"]],
+           "d2h": [list(p) for p in curves["gpu->host"]]}
+    for (n, up), (_, down) in zip(out["h2d"], out["d2h"], strict=True):
+        print(f"  executor copy {int(n):>10} B: h2d {up * 1e6:.1f} us, d2h {down * 1e6:.1f} us",
+              flush=True)
+    return out
 
 
 def measure_transfers(device: str) -> dict[str, list[list[float]]]:
