@@ -1018,13 +1018,14 @@ class ProfiledCostModel:
         a, b = self.platform.device(src), self.platform.device(dst)
         if a.domain == b.domain:
             return []
-        domain = self._curve(f"{a.memory}:{a.precision}->{b.memory}:{b.precision}", src, dst)
+        domain_name, copy_name = _link_curves(a, b)
+        domain = self._curve(domain_name, src, dst)
         if domain is not None:
             return [(domain.time(nbytes), _curve_sigma(domain, nbytes))]
         parts = []
         cast = self._cast_time(nbytes, src, dst) if a.precision != b.precision else 0.0
         if a.memory != b.memory:
-            curve = self._curve(f"{a.memory}->{b.memory}", src, dst)
+            curve = self._curve(copy_name, src, dst)
             if curve is not None:
                 parts.append((curve.time(nbytes), _curve_sigma(curve, nbytes)))
             else:
@@ -1061,10 +1062,10 @@ class ProfiledCostModel:
             for run, (price_in, price_out) in priced:
                 device = self.platform.device(run["device"])
                 ins, outs = run.get("inputs_bytes", []), run.get("outputs_bytes", [])
-                for sizes, other, out in ((outs, price_in, True), (ins, price_out, False)):
-                    rest = ins if out else outs
+                for sizes, rest, own, other, out in ((outs, ins, price_out, price_in, True),
+                                                     (ins, outs, price_in, price_out, False)):
                     if not sizes or sum(sizes) < 4 * sum(rest) or max(sizes) > 2 * min(sizes) \
-                            or self._io_part(sizes, device.name, out) < 1e-3:
+                            or own < 1e-3:
                         continue
                     seconds = (run["outside_s"] - fixed - other) / len(sizes)
                     if seconds > 0:
@@ -1086,11 +1087,11 @@ class ProfiledCostModel:
         src, dst = (device, host) if out else (host, device)
         return sum(self.transfer_time(n, src, dst) for n in sizes)
 
-    def _curve_name(self, device: Any, host: Any, out: bool, entry: _Entry) -> str:
+    @staticmethod
+    def _curve_name(device: Any, host: Any, out: bool, entry: _Entry) -> str:
         """The curve a copy between ``device`` and the host is priced by (see _transfer_parts)."""
-        a, b = (device, host) if out else (host, device)
-        domain = f"{a.memory}:{a.precision}->{b.memory}:{b.precision}"
-        return domain if domain in entry.curves else f"{a.memory}->{b.memory}"
+        domain, copy = _link_curves(*((device, host) if out else (host, device)))
+        return domain if domain in entry.curves else copy
 
     def _cast_time(self, nbytes: float, src: str, dst: str) -> float:
         """The roofline's cast at the float32 side: 3 bytes moved per stored float16 byte."""
@@ -1282,6 +1283,13 @@ class ProfiledCostModel:
                  for key in self._entries}
         return CrossValidation("; ".join(sorted(protocols)), by_class, by_graph, totals,
                                predictions, folds, names, by_op)
+
+
+def _link_curves(src: Any, dst: Any) -> tuple[str, str]:
+    """The names of the curves a copy from device ``src`` to ``dst`` is read from: the domain
+    curve (copy and cast as the executor makes them), else the plain memory-to-memory copy."""
+    return (f"{src.memory}:{src.precision}->{dst.memory}:{dst.precision}",
+            f"{src.memory}->{dst.memory}")
 
 
 def _binding_hint(platform: str, device: str) -> str:
