@@ -88,6 +88,30 @@ def test_gain_sigma_counts_only_what_differs() -> None:
     assert decision.leave and decision.threshold == pytest.approx(2 * decision.sigma)
 
 
+def test_a_shared_device_drift_grows_with_the_work_moved_not_its_square_root() -> None:
+    # 40 ops move from the accelerator to the host. Independent op errors average out (their
+    # sigma grows like sqrt(40)); a device that runs 10% slow on the day slows all 40 alike, so
+    # its part grows like 40: the gain's sigma must hold 10% of the host time gained.
+    graph = synthetic.chain(["nn.relu"] * 40 + ["tanh"])
+    support = Support.single(synthetic.verdicts_by_op(graph, unsupported=["tanh"]), "acc")
+    independent = Flat(1e-4, 2e-4, sigma=0.1)
+    drifting = Flat(1e-4, 2e-4, sigma=0.1)
+    drifting.device_sigma = lambda device: 0.1
+    greedy = get_strategy("greedy").run(graph, support)
+    device = [support.platform.index(d.device) for d in greedy.decisions]
+    regions = [list(r.nodes) for r in greedy.regions]
+    host = [support.platform.host_index] * len(graph)
+    sigmas = [gain_sigma(CostTables(graph, m, support.platform), device, regions, host,
+                         [list(range(len(graph)))]) for m in (independent, drifting)]
+    host_gained, accel_freed = 40 * 2e-4, 40 * 1e-4 + 1e-3  # ops, and the launch gone
+    drift = math.hypot(0.1 * host_gained, 0.1 * accel_freed)
+    assert sigmas[1] == pytest.approx(math.hypot(sigmas[0], drift))
+    assert sigmas[1] > 2 * sigmas[0]
+    # A plan's own sigma holds each device's drift on all it does.
+    tables = CostTables(graph, drifting, support.platform)
+    assert plan_sigma(tables, host, [list(range(len(graph)))]) >= 0.1 * 41 * 2e-4
+
+
 def test_the_roofline_states_its_uncertainty_and_options_are_checked() -> None:
     model = get_cost_model("neuron@2020")
     node = synthetic.chain(["nn.relu"])[0]

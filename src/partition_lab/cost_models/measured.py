@@ -161,6 +161,10 @@ class MeasuredCpuCostModel:
         base = getattr(self.base, "overhead_sigma", None)
         return base(device) if base else 0.0
 
+    def device_sigma(self, device: str) -> float:
+        base = getattr(self.base, "device_sigma", None)
+        return base(device) if base else 0.0
+
     def transfer_time(self, nbytes: float, src: str, dst: str) -> float:
         return self.base.transfer_time(nbytes, src, dst)
 

@@ -97,6 +97,12 @@ IN_GRAPH_SIGMA = {"cpu": 0.25, "default": 0.05}
 #: Sigma of an op time measured inside a whole-graph run (its slot, see
 #: :class:`~partition_lab.profiling.runners.GraphTiming`) when it runs in another plan.
 IN_GRAPH_MEASURED_SIGMA = 0.1
+#: Sigma shared by every op of a profiled device: its speed when a plan runs vs when it was
+#: profiled. Measured, not fitted on the evaluation runs: on one H200 instance the same plan
+#: run back to back twice, about a minute apart, moved by a log sd of 0.06-0.10 (greedy,
+#: all-host and mixed plans of 6 models, 16 host threads; ``bench/gpu/stability.py``,
+#: ``bench/results/gpu_stability.json``).
+DRIFT_SIGMA = 0.1
 #: Signatures with both times an op class needs before its in-graph / alone ratio is its own.
 MIN_RATIO = 5
 #: (ln p90 - ln p10) of a normal distribution, in standard deviations.
@@ -1141,6 +1147,11 @@ class ProfiledCostModel:
         if entry is None or "region_s" not in entry.overheads:
             return FALLBACK_SIGMA
         return OVERHEAD_SIGMA
+
+    def device_sigma(self, device: str) -> float:
+        """Relative sigma shared by everything on ``device`` (:data:`DRIFT_SIGMA` where a
+        profile entry backs it; an unbound device's fallback sigma already covers it)."""
+        return DRIFT_SIGMA if self.entry_of(device) is not None else 0.0
 
     def fitted_sigma(self, key: str) -> dict[str, float]:
         """Per op class of entry ``key``: the RMS of its cross-validated log residuals."""

@@ -20,7 +20,7 @@ from ..core.platform import Platform
 from ..cost_models.base import CostModel
 
 #: The uncertainty interface of a cost model (see :mod:`partition_lab.strategies.robust`).
-UNCERTAINTY_METHODS = ("op_sigma", "transfer_sigma", "overhead_sigma")
+UNCERTAINTY_METHODS = ("op_sigma", "transfer_sigma", "overhead_sigma", "device_sigma")
 
 
 class CostTables:
@@ -93,16 +93,20 @@ class CostTables:
 
         ``sigma[d][n]`` per op; ``overhead_sigma[d]`` per device; ``cross_sigma`` one figure for
         every copy (the largest over domain pairs, priced for a 1 MB tensor: copies of one link
-        share their error).
+        share their error); ``drift_sigma[d]`` the error shared by everything on device ``d``
+        (its speed when the plan runs vs when it was measured), which does not shrink with the
+        number of ops the way independent op errors do.
         """
-        op_sigma, transfer_sigma, overhead_sigma = (getattr(model, m, None)
-                                                    for m in UNCERTAINTY_METHODS)
-        self.uncertain = any(f is not None for f in (op_sigma, transfer_sigma, overhead_sigma))
+        op_sigma, transfer_sigma, overhead_sigma, device_sigma = (
+            getattr(model, m, None) for m in UNCERTAINTY_METHODS)
+        self.uncertain = any(f is not None for f in (op_sigma, transfer_sigma, overhead_sigma,
+                                                     device_sigma))
         self.sigma = [[op_sigma(node, name) for node in graph] if op_sigma else
                       [0.0] * len(graph) for name in names]
         self.overhead_sigma = [overhead_sigma(name) if overhead_sigma else 0.0 for name in names]
         self.cross_sigma = max((transfer_sigma(1e6, reps[a], reps[b]) for a, b in pairs),
                                default=0.0) if transfer_sigma else 0.0
+        self.drift_sigma = [device_sigma(name) if device_sigma else 0.0 for name in names]
 
     @property
     def tensor_count(self) -> int:

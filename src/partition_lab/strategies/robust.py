@@ -5,9 +5,12 @@ A cost model may say how uncertain its predictions are (the uncertainty interfac
 dst)`` and ``overhead_sigma(device)``, each a relative standard deviation. A plan's total then
 has a standard deviation, and so has the *difference* between two plans: only the ops that
 changed device, the tensors whose copies changed and the regions that changed count towards it
-(what both plans share cancels out). Errors are taken as independent, which understates the
-spread of systematic errors (a profile that is 20% slow on every host op); that is what the
-``min_gain`` floor is for.
+(what both plans share cancels out). Op, copy and region errors are taken as independent; an
+optional ``device_sigma(device)`` adds the error every op of a device shares (the machine's speed
+when the plan runs vs when it was profiled, ``bench/gpu/stability.py``), applied to the change
+in that device's busy time, so a move of many ops is not judged as if their errors averaged out.
+Systematic errors beyond that (a profile 20% slow on every host op) are what ``min_gain`` is
+for.
 
 :func:`decide` keeps greedy's plan unless ``gain > max(z * sigma(gain), min_gain * greedy)``:
 the H200 runs of issue 11 saw plans predicted 1-2% faster measure 16% and 51% slower, and one
@@ -17,7 +20,7 @@ predicted 1.7% faster measure 11% slower (``bench/results/gpu_platforms.md``).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from .base import ms
@@ -63,7 +66,21 @@ def plan_sigma(tables: CostTables, device: Sequence[int], regions: Sequence[Sequ
     for members in regions:
         d = device[members[0]]
         var += (tables.overhead_sigma[d] * tables.overhead[d]) ** 2
+    busy = _busy(tables, device, range(len(device)), regions)
+    var += sum((tables.drift_sigma[d] * t) ** 2 for d, t in busy.items())
     return math.sqrt(var)
+
+
+def _busy(tables: CostTables, device: Sequence[int], nodes: Iterable[int],
+          regions: Sequence[Sequence[int]]) -> dict[int, float]:
+    """Seconds each device spends on ``nodes`` and on ``regions``' overheads."""
+    busy: dict[int, float] = {}
+    for n in nodes:
+        busy[device[n]] = busy.get(device[n], 0.0) + tables.time[device[n]][n]
+    for members in regions:
+        d = device[members[0]]
+        busy[d] = busy.get(d, 0.0) + tables.overhead[d]
+    return busy
 
 
 def gain_sigma(tables: CostTables, greedy: Sequence[int], greedy_regions: Sequence[Sequence[int]],
@@ -84,6 +101,13 @@ def gain_sigma(tables: CostTables, greedy: Sequence[int], greedy_regions: Sequen
             counts[d] = counts.get(d, 0) + sign
     for d, change in counts.items():
         var += (abs(change) * tables.overhead_sigma[d] * tables.overhead[d]) ** 2
+    # A device's speed on the day (drift) scales all its work alike: what counts is the change
+    # in each device's busy time between the two plans, not the sum of the moved ops' errors.
+    before = _busy(tables, greedy, moved, ())
+    after = _busy(tables, other, moved, ())
+    for d in set(before) | set(after):
+        change = before.get(d, 0.0) - after.get(d, 0.0) + counts.get(d, 0) * tables.overhead[d]
+        var += (tables.drift_sigma[d] * change) ** 2
     return math.sqrt(var)
 
 
