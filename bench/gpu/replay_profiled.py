@@ -86,6 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--run", type=Path, required=True)
     parser.add_argument("--bundles", type=Path, required=True)
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--drift-sigma", type=float, default=None,
+                        help="ProfiledCostModel's drift_sigma (default its DRIFT_SIGMA)")
     args = parser.parse_args(argv)
     cache = read_profile_cache(args.cache)
     run = json.loads(args.run.read_text())
@@ -97,7 +99,8 @@ def main(argv: list[str] | None = None) -> int:
         bundle = read_bundle(args.bundles / row["bundle"])
         name = bundle.platform.name
         if name not in models:
-            models[name] = ProfiledCostModel(cache, bundle.platform)
+            models[name] = ProfiledCostModel(cache, bundle.platform,
+                                             drift_sigma=args.drift_sigma)
         rows.append(replay_row(row, bundle, models[name]))
     args.out.with_suffix(".json").write_text(json.dumps({"run": str(args.run), "rows": rows},
                                                         indent=1))
