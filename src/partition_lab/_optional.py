@@ -77,9 +77,14 @@ def mxnet_available() -> bool:
     return True
 
 
+def _running_python() -> tuple[int, int]:
+    return sys.version_info[:2]
+
+
 def _missing_message(what: str, package: str) -> str:
-    if sys.version_info[:2] >= _FIRST_PYTHON_WITHOUT_MXNET:
-        running = ".".join(map(str, sys.version_info[:2]))
+    python = _running_python()
+    if python >= _FIRST_PYTHON_WITHOUT_MXNET:
+        running = ".".join(map(str, python))
         return (f"{what} needs {package}, which does not install on Python {running}: "
                 f"{MXNET_FIX}; or convert the model to ONNX and load the .onnx file")
     return f"{what} needs {package}, which is not installed; {MXNET_FIX}"
