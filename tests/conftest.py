@@ -6,10 +6,11 @@ set by the caller wins. These variables are set at import time, before any test 
 TVM or the zoo.
 
 MXNet and gluoncv are the optional ``[mxnet]`` extra (Python 3.11 only). Where MXNet does not
-import, a test marked ``requires_mxnet`` is skipped, and so is any test that reaches an import of
-``mxnet`` or ``gluoncv`` while it runs (the MXNet frontend, the gluoncv-built zoo): the import
-itself skips the test, so no list of such tests has to be kept. An import of MXNet at module
-level still fails collection, because the core must load without it. With
+import, a test marked ``requires_mxnet`` is skipped, and so is any test (or test module) that
+reaches an import of ``mxnet`` or ``gluoncv`` (the MXNet frontend, the gluoncv-built zoo): the
+import itself skips it (:class:`SkipOnMXNetImport`), so no list of such tests has to be kept up
+to date. That the package's own modules and the ONNX path work without MXNet is checked apart,
+in subprocesses (tests/test_packaging.py), where no test can be skipped this way. With
 ``PARTITION_LAB_REQUIRE_MXNET=1`` (set by ``make test``) a missing MXNet fails the run instead.
 """
 
@@ -28,6 +29,7 @@ from partition_lab._optional import MXNET_FIX, MissingDependencyError, require_m
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 ZOO_CACHE = REPO_ROOT / ".cache" / "zoo"
+TESTS_DIR = Path(__file__).resolve().parent
 
 os.environ.setdefault("PARTITION_LAB_CACHE", str(ZOO_CACHE))
 os.environ.setdefault("TOPHUB_LOCATION", "NONE")  # TVM builds would otherwise try a download
@@ -52,39 +54,56 @@ MXNET_PROBLEM = mxnet_problem()
 
 
 class SkipOnMXNetImport(importlib.abc.MetaPathFinder):
-    """Turns an import of mxnet or gluoncv during a test into a skip of that test."""
+    """Where MXNet is missing, an import of mxnet or gluoncv skips what needs it.
+
+    While a test runs (its fixtures included), any such import skips the test: the MXNet paths
+    import it lazily, and the CLI, run in-process, would turn the error into exit status 2. While
+    a test module is collected, an import written in the test module skips the module; one in the
+    package fails as it would for a user (the package must load without MXNet).
+    """
+
+    in_test = False
 
     def find_spec(self, fullname: str, path: object, target: object = None) -> None:
-        if fullname.partition(".")[0] in MXNET_PACKAGES:
-            pytest.skip(f"requires_mxnet: imports {fullname}; {MXNET_FIX}")
-        return None
+        if fullname.partition(".")[0] not in MXNET_PACKAGES:
+            return None
+        reason = f"requires_mxnet: imports {fullname}; {MXNET_FIX}"
+        if self.in_test:
+            pytest.skip(reason)
+        if _importer_file().startswith(str(TESTS_DIR)):
+            pytest.skip(reason, allow_module_level=True)
+        return None  # the other finders fail to find it, as for a user
+
+
+def _importer_file() -> str:
+    """The file of the code that runs the import statement (outside importlib)."""
+    frame = sys._getframe(2)
+    while frame is not None and frame.f_globals.get("__name__", "").startswith(
+            ("importlib", "_frozen_importlib")):
+        frame = frame.f_back
+    return frame.f_code.co_filename if frame is not None else ""
+
+
+_MXNET_FINDER = SkipOnMXNetImport()
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    if MXNET_PROBLEM is not None and REQUIRE_MXNET:
+    if MXNET_PROBLEM is None:
+        return
+    if REQUIRE_MXNET:
         raise pytest.UsageError(f"PARTITION_LAB_REQUIRE_MXNET=1 but {MXNET_PROBLEM}")
+    sys.meta_path.insert(0, _MXNET_FINDER)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> object:
+    _MXNET_FINDER.in_test = True
+    try:
+        return (yield)
+    finally:
+        _MXNET_FINDER.in_test = False
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
     if MXNET_PROBLEM is not None and item.get_closest_marker("requires_mxnet"):
         pytest.skip(f"requires_mxnet: {MXNET_FIX}")
-
-
-@pytest.fixture(autouse=True)
-def _skip_where_mxnet_is_imported():
-    """Where MXNet is missing, a test that imports it is skipped rather than failed."""
-    if MXNET_PROBLEM is None:
-        yield
-        return
-    finder = SkipOnMXNetImport()
-    sys.meta_path.insert(0, finder)
-    try:
-        yield
-    finally:
-        sys.meta_path.remove(finder)
-
-
-@pytest.fixture(scope="session")
-def zoo_cache() -> Path:
-    """The directory the zoo caches its files in for this test session."""
-    return Path(os.environ["PARTITION_LAB_CACHE"])

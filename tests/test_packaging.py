@@ -210,6 +210,24 @@ def _tiny_symbol(folder: Path) -> Path:
     return path
 
 
+# Imports every module of the package but the zoo (below); prints those that fail, one a line.
+_IMPORT_ALL = _BLOCK_MXNET + """\
+import importlib, pkgutil, partition_lab
+for module in pkgutil.walk_packages(partition_lab.__path__, "partition_lab."):
+    if not module.name.startswith("partition_lab.zoo"):
+        try:
+            importlib.import_module(module.name)
+        except Exception as exc:
+            print(module.name, type(exc).__name__, exc)
+"""
+
+
+def test_every_module_outside_the_zoo_imports_without_mxnet(tmp_path):
+    done = _run(_IMPORT_ALL, [], tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == ""
+
+
 @pytest.mark.slow
 def test_the_core_draws_an_onnx_model_without_mxnet(tmp_path):
     model = _tiny_onnx(tmp_path / "tiny.onnx")
