@@ -44,7 +44,7 @@ MXNET_PACKAGES = ("mxnet", "gluoncv")
 def mxnet_problem() -> str | None:
     """Why MXNet does not import here (the user's message), or None when it does."""
     try:
-        require_mxnet("this test")
+        require_mxnet("the MXNet tests")
     except MissingDependencyError as exc:
         return str(exc)
     return None
@@ -107,3 +107,9 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 def pytest_runtest_setup(item: pytest.Item) -> None:
     if MXNET_PROBLEM is not None and item.get_closest_marker("requires_mxnet"):
         pytest.skip(f"requires_mxnet: {MXNET_FIX}")
+
+
+@pytest.fixture(scope="session")
+def zoo_cache() -> Path:
+    """The directory the zoo caches its files in for this test session."""
+    return Path(os.environ["PARTITION_LAB_CACHE"])
