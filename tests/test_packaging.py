@@ -27,6 +27,8 @@ from partition_lab import _optional
 from partition_lab._optional import MXNET_FIX, MissingDependencyError, require_mxnet
 from partition_lab.errors import PartitionLabError
 
+pytest_plugins = ["pytester"]
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SUPPORTED = ("3.11", "3.12", "3.13")
 MXNET_PACKAGES = ("mxnet", "gluoncv")
@@ -284,3 +286,61 @@ def test_an_mxnet_cli_path_without_mxnet_is_one_line_naming_the_fix(tmp_path, mo
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
     assert done.stderr.startswith(f"partition-lab: error: {what}")
     assert MXNET_FIX in done.stderr
+
+
+# ------------------------------------------------- the conftest's skips, in a pytest without MXNet
+_ABSENT_PLUGIN = _BLOCK_MXNET  # loaded with -p before the conftest: MXNet looks uninstalled
+_SKIP_CASES = '''
+import pytest
+
+@pytest.fixture(scope="module")
+def mxnet_model():
+    import mxnet
+    return mxnet
+
+def test_imports_mxnet():
+    import mxnet  # noqa: F401
+
+def test_uses_a_fixture_that_imports_mxnet(mxnet_model):
+    pass
+
+@pytest.mark.requires_mxnet
+def test_marked():
+    pass
+
+def test_without_mxnet():
+    import json  # noqa: F401
+'''
+
+
+@pytest.fixture
+def no_mxnet_pytest(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """A pytest project with this conftest, run in a subprocess where MXNet is absent."""
+    pytester.makeconftest((REPO_ROOT / "tests" / "conftest.py").read_text())
+    pytester.makepyfile(absent_mxnet=_ABSENT_PLUGIN)
+    pytester.makeini("[pytest]\nmarkers =\n    requires_mxnet: needs MXNet\n")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(pytester.path), *sys.path]))
+    monkeypatch.delenv("PARTITION_LAB_REQUIRE_MXNET", raising=False)
+    return pytester
+
+
+@pytest.mark.slow
+def test_the_conftest_skips_what_imports_mxnet_and_runs_the_rest(no_mxnet_pytest):
+    no_mxnet_pytest.makepyfile(test_cases=_SKIP_CASES,
+                               test_module_import="import mxnet\n\ndef test_x():\n    pass\n")
+    result = no_mxnet_pytest.runpytest_subprocess("-p", "absent_mxnet", "-v", "-rs")
+    result.assert_outcomes(passed=1, skipped=4)
+    result.stdout.fnmatch_lines(["*test_without_mxnet PASSED*"])
+    # Three imports (test, fixture, test module) and the marker; outcomes count no errors.
+    skips = [line for line in result.outlines if line.startswith("SKIPPED")]
+    assert sum("requires_mxnet: imports mxnet; " + MXNET_FIX in line for line in skips) == 3
+    assert sum(line.endswith("requires_mxnet: " + MXNET_FIX) for line in skips) == 1
+
+
+@pytest.mark.slow
+def test_the_conftest_fails_the_run_when_mxnet_is_required(no_mxnet_pytest, monkeypatch):
+    no_mxnet_pytest.makepyfile(test_cases=_SKIP_CASES)
+    monkeypatch.setenv("PARTITION_LAB_REQUIRE_MXNET", "1")
+    result = no_mxnet_pytest.runpytest_subprocess("-p", "absent_mxnet")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*PARTITION_LAB_REQUIRE_MXNET=1 but the MXNet tests need*"])
