@@ -18,7 +18,7 @@ from types import ModuleType
 
 from .errors import PartitionLabError
 
-__all__ = ["MXNET_FIX", "MissingDependencyError", "mxnet_available", "require_mxnet"]
+__all__ = ["MXNET_FIX", "MissingDependencyError", "require_mxnet"]
 
 MXNET_FIX = "pip install 'partition-lab[mxnet]' (Python 3.11 only)"
 # The first Python without a numpy that MXNet 1.9.1 accepts (numpy 1.23 stops at 3.11).
@@ -66,15 +66,6 @@ def require_mxnet(what: str, *, gluoncv: bool = False) -> ModuleType:
     if gluoncv and not _installed("gluoncv"):
         raise MissingDependencyError(_missing_message(what, "gluoncv"), name="gluoncv")
     return module
-
-
-def mxnet_available() -> bool:
-    """Whether MXNet imports here (True on Python 3.11 with the ``[mxnet]`` extra)."""
-    try:
-        require_mxnet("checking for MXNet")
-    except MissingDependencyError:
-        return False
-    return True
 
 
 def _running_python() -> tuple[int, int]:
