@@ -1,16 +1,26 @@
 # Two entry points do all set-up on a fresh Debian 12 / Python 3.11 machine:
 #   make demo   - draw the bundled default model's partition (out/default.svg)
-#   make test   - lint and run the test suite
+#   make test   - lint and run the test suite (Python 3.11 with the [mxnet] extra)
+# and one for the newest Python that pyenv has (CI runs it after make test):
+#   make test-py [PY=3.13]   - the suite on that Python, without MXNet (its tests skip)
 SHELL := /bin/bash
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
 BIN := $(VENV)/bin
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 export TOPHUB_LOCATION := NONE
-# The torch executor tests fail instead of skipping when torch is missing (it is a test dependency).
+# The torch executor tests fail instead of skipping when torch is missing (it is a test dependency),
+# and so do the MXNet tests when MXNet is (make test installs the [mxnet] extra).
 export PARTITION_LAB_REQUIRE_TORCH := 1
+export PARTITION_LAB_REQUIRE_MXNET := 1
+# test-py: PY is a minor version (3.12, 3.13); default the newest supported one pyenv has.
+PYENV_VERSIONS ?= $(or $(PYENV_ROOT),$(HOME)/.pyenv)/versions
+SUPPORTED_PY := 3.13 3.12
+PY ?= $(or $(firstword $(foreach v,$(SUPPORTED_PY),$(if $(wildcard $(PYENV_VERSIONS)/$(v).*/bin/python),$(v)))),none)
+PY_PYTHON = $(shell ls -d $(PYENV_VERSIONS)/$(PY).*/bin/python 2>/dev/null | sort -V | tail -n 1)
+PY_VENV = .venv-py$(PY)
 
-.PHONY: setup demo test bench lint clean
+.PHONY: setup demo test test-py print-py bench lint clean
 
 setup: $(VENV)/.installed
 
@@ -18,7 +28,7 @@ $(VENV)/.installed: setup.cfg pyproject.toml
 	@command -v dot >/dev/null || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q graphviz; }
 	@[ -x $(BIN)/python ] || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q -e '.[mxnet,test]'
 	@touch $@
 
 demo: setup
@@ -31,10 +41,31 @@ lint: setup
 test: lint
 	$(BIN)/pytest -q -n 2 --dist loadfile
 
+# The whole suite, not a subset: without MXNet it took 3.5 minutes here (README), well inside
+# CI's limit after make test. MXNet tests skip (tests/conftest.py); numpy is 2.x there. PATH:
+# tests run the partition-lab console script.
+test-py: $(PY_VENV)/.installed
+	PATH="$(CURDIR)/$(PY_VENV)/bin:$$PATH" PARTITION_LAB_REQUIRE_MXNET=0 \
+		$(PY_VENV)/bin/pytest -q -n 2 --dist loadfile
+
+# The Python version test-py would use, or "none" (.ci/run asks).
+print-py:
+	@echo $(PY)
+
+$(PY_VENV)/.installed: setup.cfg pyproject.toml
+	@[ "$(PY)" != none ] || { echo "test-py: no Python 3.13 or 3.12 in $(PYENV_VERSIONS) (pyenv install 3.13)" >&2; exit 1; }
+	@[ -n "$(filter $(PY),3.11 $(SUPPORTED_PY))" ] || { echo "test-py: PY=$(PY) is not a supported Python (3.11, 3.12, 3.13)" >&2; exit 1; }
+	@[ -n "$(PY_PYTHON)" ] || { echo "test-py: no Python $(PY) in $(PYENV_VERSIONS) (pyenv install $(PY))" >&2; exit 1; }
+	@command -v dot >/dev/null || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q graphviz; }
+	@[ -x $(PY_VENV)/bin/python ] || $(PY_PYTHON) -m venv $(PY_VENV)
+	$(PY_VENV)/bin/pip install -q --upgrade pip
+	$(PY_VENV)/bin/pip install -q -e '.[test]'
+	@touch $@
+
 bench: setup
 	$(BIN)/python bench/bench_partition.py
 	$(BIN)/python bench/bench_strategies.py
 	$(BIN)/python bench/load_times.py
 
 clean:
-	rm -rf $(VENV) out .pytest_cache
+	rm -rf $(VENV) .venv-py3.* out .pytest_cache

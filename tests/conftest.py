@@ -4,23 +4,109 @@ The zoo builds its model files on first use; tests keep them in ``<repo>/.cache/
 ignores ``.cache/``) so that a second run of the suite starts warm. A ``PARTITION_LAB_CACHE``
 set by the caller wins. These variables are set at import time, before any test module imports
 TVM or the zoo.
+
+MXNet and gluoncv are the optional ``[mxnet]`` extra (Python 3.11 only). Where MXNet does not
+import, a test marked ``requires_mxnet`` is skipped, and so is any test (or test module) that
+reaches an import of ``mxnet`` or ``gluoncv`` (the MXNet frontend, the gluoncv-built zoo): the
+import itself skips it (:class:`SkipOnMXNetImport`), so no list of such tests has to be kept up
+to date. That the package's own modules and the ONNX path work without MXNet is checked apart,
+in subprocesses (tests/test_packaging.py), where no test can be skipped this way. With
+``PARTITION_LAB_REQUIRE_MXNET=1`` (set by ``make test``) a missing MXNet fails the run instead.
 """
 
 from __future__ import annotations
 
+import importlib.abc
 import os
+import sys
 from pathlib import Path
 
 import pytest
 
+# The package imports TVM only when a name that needs it is used, so this import leaves the
+# environment below in time.
+from partition_lab._optional import MXNET_FIX, MissingDependencyError, require_mxnet
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 ZOO_CACHE = REPO_ROOT / ".cache" / "zoo"
+TESTS_DIR = Path(__file__).resolve().parent
 
 os.environ.setdefault("PARTITION_LAB_CACHE", str(ZOO_CACHE))
 os.environ.setdefault("TOPHUB_LOCATION", "NONE")  # TVM builds would otherwise try a download
 # One TVM runtime thread: on a shared 2-core machine TVM's spinning worker threads make small
 # models run 10x slower than one thread does.
 os.environ.setdefault("TVM_NUM_THREADS", "1")
+
+REQUIRE_MXNET = os.environ.get("PARTITION_LAB_REQUIRE_MXNET") == "1"
+MXNET_PACKAGES = ("mxnet", "gluoncv")
+
+
+def mxnet_problem() -> str | None:
+    """Why MXNet does not import here (the user's message), or None when it does."""
+    try:
+        require_mxnet("the MXNet tests")
+    except MissingDependencyError as exc:
+        return str(exc)
+    return None
+
+
+MXNET_PROBLEM = mxnet_problem()
+
+
+class SkipOnMXNetImport(importlib.abc.MetaPathFinder):
+    """Where MXNet is missing, an import of mxnet or gluoncv skips what needs it.
+
+    While a test runs (its fixtures included), any such import skips the test: the MXNet paths
+    import it lazily, and the CLI, run in-process, would turn the error into exit status 2. While
+    a test module is collected, an import written in the test module skips the module; one in the
+    package fails as it would for a user (the package must load without MXNet).
+    """
+
+    in_test = False
+
+    def find_spec(self, fullname: str, path: object, target: object = None) -> None:
+        if fullname.partition(".")[0] not in MXNET_PACKAGES:
+            return None
+        reason = f"requires_mxnet: imports {fullname}; {MXNET_FIX}"
+        if self.in_test:
+            pytest.skip(reason)
+        if _importer_file().startswith(str(TESTS_DIR)):
+            pytest.skip(reason, allow_module_level=True)
+        return None  # the other finders fail to find it, as for a user
+
+
+def _importer_file() -> str:
+    """The file of the code that runs the import statement (outside importlib)."""
+    frame = sys._getframe(2)
+    while frame is not None and frame.f_globals.get("__name__", "").startswith(
+            ("importlib", "_frozen_importlib")):
+        frame = frame.f_back
+    return frame.f_code.co_filename if frame is not None else ""
+
+
+_MXNET_FINDER = SkipOnMXNetImport()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if MXNET_PROBLEM is None:
+        return
+    if REQUIRE_MXNET:
+        raise pytest.UsageError(f"PARTITION_LAB_REQUIRE_MXNET=1 but {MXNET_PROBLEM}")
+    sys.meta_path.insert(0, _MXNET_FINDER)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> object:
+    _MXNET_FINDER.in_test = True
+    try:
+        return (yield)
+    finally:
+        _MXNET_FINDER.in_test = False
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if MXNET_PROBLEM is not None and item.get_closest_marker("requires_mxnet"):
+        pytest.skip(f"requires_mxnet: {MXNET_FIX}")
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,6 @@ import shutil
 from collections import Counter
 from pathlib import Path
 
-import mxnet as mx
 import numpy as np
 import onnx
 import pytest
@@ -168,6 +167,7 @@ def test_mxnet_symbol_without_shapes_lists_inputs(yolo_files: tuple[Path, Path])
 
 
 def test_mxnet_symbol_object_with_params() -> None:
+    import mxnet as mx  # here, so that the module's other tests run without MXNet
     data = mx.sym.var("data")
     out = mx.sym.Activation(mx.sym.FullyConnected(data, num_hidden=5, name="fc1"),
                             act_type="relu", name="act1")
@@ -179,6 +179,7 @@ def test_mxnet_symbol_object_with_params() -> None:
 
 
 def test_gluon_block_deferred_init_and_names() -> None:
+    import mxnet as mx  # here, so that the module's other tests run without MXNet
     with mx.name.NameManager():
         block = mx.gluon.nn.HybridSequential(prefix="net_")
         with block.name_scope():
@@ -193,6 +194,7 @@ def test_gluon_block_deferred_init_and_names() -> None:
 
 
 def test_gluon_block_needs_named_shapes() -> None:
+    import mxnet as mx  # here, so that the module's other tests run without MXNet
     block = mx.gluon.nn.Dense(3)
     block.initialize()
     with pytest.raises(InputShapeError, match="input_shapes="):
@@ -200,6 +202,7 @@ def test_gluon_block_needs_named_shapes() -> None:
 
 
 def test_unsupported_mxnet_operator_names_op_and_node(tmp_path: Path) -> None:
+    import mxnet as mx  # here, so that the module's other tests run without MXNet
     data = mx.sym.var("data")
     loc = mx.sym.FullyConnected(mx.sym.flatten(data), num_hidden=6, name="loc")
     out = mx.sym.SpatialTransformer(data, loc, target_shape=(4, 4), transform_type="affine",

@@ -395,7 +395,7 @@ class LogRooflineFit:
 
     >>> rows = [Sample("add", "vector", n, 6 * n, "float32", "") for n in (1e3, 1e4, 1e5, 1e6)]
     >>> fit = LogRooflineFit.fit(rows, [2e-6 + 6 * n / 1e11 for n in (1e3, 1e4, 1e5, 1e6)])
-    >>> round(fit.predict([Sample("add", "vector", 1e7, 6e7, "float32", "")])[0] * 1e4, 2)
+    >>> round(float(fit.predict([Sample("add", "vector", 1e7, 6e7, "float32", "")])[0]) * 1e4, 2)
     6.02
     """
 

@@ -1,0 +1,94 @@
+"""Optional dependencies: one clear error where a path needs one that is missing.
+
+MXNet 1.9.1 and gluoncv (the ``[mxnet]`` extra) read MXNet models and build the gluoncv zoo
+models. They install on Python 3.11 only: MXNet 1.9.1 breaks on numpy >= 1.24, and numpy 1.23
+has no wheel for later Pythons. Everything else (ONNX, Relay text, PyTorch input, targets,
+strategies, drawings, the CLI) runs without them, so the MXNet paths call :func:`require_mxnet`
+before their first MXNet import and the user reads what to install instead of a traceback.
+
+>>> mx = require_mxnet("reading an MXNet -symbol.json")     # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from types import ModuleType
+
+from .errors import PartitionLabError
+
+__all__ = ["MXNET_FIX", "MissingDependencyError", "require_mxnet"]
+
+MXNET_FIX = "pip install 'partition-lab[mxnet]' (Python 3.11 only)"
+# The first Python without a numpy that MXNet 1.9.1 accepts (numpy 1.23 stops at 3.11).
+_FIRST_PYTHON_WITHOUT_MXNET = (3, 12)
+
+
+class MissingDependencyError(PartitionLabError, ImportError):
+    """An optional dependency that this path needs is not installed, or does not import.
+
+    It is an :class:`ImportError` too, so that ``except ImportError`` around an optional import
+    keeps working.
+    """
+
+
+def require_mxnet(what: str, *, gluoncv: bool = False) -> ModuleType:
+    """Import MXNet for ``what``, or raise :class:`MissingDependencyError` saying how to get it.
+
+    Parameters
+    ----------
+    what
+        The user's action, as the start of the message: "reading the MXNet model
+        'resnet-symbol.json'", "the zoo model 'ssd_512_resnet50_v1_voc'".
+    gluoncv
+        Also require gluoncv (the zoo's gluoncv-built models). It is checked for, not imported:
+        gluoncv's import has side effects that the zoo handles itself.
+
+    Returns
+    -------
+    The ``mxnet`` module.
+
+    Raises
+    ------
+    MissingDependencyError
+        MXNet (or gluoncv) is not installed, or MXNet is installed but fails to import (for
+        example beside numpy >= 1.24). The message is one line and names the fix.
+    """
+    try:
+        module = importlib.import_module("mxnet")
+    except ModuleNotFoundError as exc:
+        if exc.name != "mxnet":  # MXNet is there but one of its own imports is not
+            raise MissingDependencyError(_broken_message(what, exc), name="mxnet") from exc
+        raise MissingDependencyError(_missing_message(what, "MXNet"), name="mxnet") from exc
+    except Exception as exc:  # MXNet 1.9.1 beside numpy >= 1.24 raises AttributeError (np.bool)
+        raise MissingDependencyError(_broken_message(what, exc), name="mxnet") from exc
+    if gluoncv and not _installed("gluoncv"):
+        raise MissingDependencyError(_missing_message(what, "gluoncv"), name="gluoncv")
+    return module
+
+
+def _running_python() -> tuple[int, int]:
+    return sys.version_info[:2]
+
+
+def _missing_message(what: str, package: str) -> str:
+    python = _running_python()
+    if python >= _FIRST_PYTHON_WITHOUT_MXNET:
+        running = ".".join(map(str, python))
+        return (f"{what} needs {package}, which does not install on Python {running}: "
+                f"{MXNET_FIX}; or convert the model to ONNX and load the .onnx file")
+    return f"{what} needs {package}, which is not installed; {MXNET_FIX}"
+
+
+def _broken_message(what: str, exc: BaseException) -> str:
+    first_line = (str(exc).splitlines() or [""])[0]
+    return (f"{what} needs MXNet, which is installed but does not import "
+            f"({type(exc).__name__}: {first_line}); MXNet 1.9.1 needs numpy < 1.24: {MXNET_FIX}")
+
+
+def _installed(name: str) -> bool:
+    # A None entry in sys.modules marks a module as blocked (find_spec raises on it).
+    if name in sys.modules:
+        return sys.modules[name] is not None
+    return importlib.util.find_spec(name) is not None

@@ -1,0 +1,346 @@
+"""Packaging (issue 14): MXNet is an extra, the core runs without it, pins per Python.
+
+The metadata tests read ``setup.cfg`` and evaluate its environment markers for each supported
+Python. The MXNet tests run the package in a subprocess where ``mxnet`` and ``gluoncv`` cannot be
+imported (``sys.modules[name] = None``), as on Python 3.12+ or a 3.11 install without the extra:
+the core must list the zoo and draw an ONNX model, and every MXNet path must fail with one line naming the fix.
+"""
+
+from __future__ import annotations
+
+import configparser
+import importlib.abc
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import types
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
+
+from partition_lab import _optional
+from partition_lab._optional import MXNET_FIX, MissingDependencyError, require_mxnet
+from partition_lab.errors import PartitionLabError
+
+pytest_plugins = ["pytester"]
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SUPPORTED = ("3.11", "3.12", "3.13")
+MXNET_PACKAGES = ("mxnet", "gluoncv")
+
+
+# ------------------------------------------------------------------------- setup.cfg metadata
+def _setup_cfg() -> configparser.ConfigParser:
+    config = configparser.ConfigParser()
+    config.read(REPO_ROOT / "setup.cfg")
+    return config
+
+
+def _requirements(text: str) -> list[Requirement]:
+    lines = (line.strip() for line in text.splitlines())
+    return [Requirement(line) for line in lines if line and not line.startswith("#")]
+
+
+def _applies(requirement: Requirement, python: str) -> bool:
+    return requirement.marker is None or requirement.marker.evaluate({"python_version": python})
+
+
+def _install_requires() -> list[Requirement]:
+    return _requirements(_setup_cfg()["options"]["install_requires"])
+
+
+def _extra(name: str) -> list[Requirement]:
+    return _requirements(_setup_cfg()["options.extras_require"][name])
+
+
+def test_mxnet_and_gluoncv_are_only_in_the_mxnet_extra():
+    assert not [r.name for r in _install_requires() if r.name in MXNET_PACKAGES]
+    assert sorted(r.name for r in _extra("mxnet")) == sorted(MXNET_PACKAGES)
+
+
+@pytest.mark.parametrize("python, installs_mxnet", [("3.11", True), ("3.12", False),
+                                                    ("3.13", False)])
+def test_the_mxnet_extra_installs_mxnet_on_311_only(python, installs_mxnet):
+    assert all(_applies(r, python) == installs_mxnet for r in _extra("mxnet"))
+
+
+@pytest.mark.parametrize("python", SUPPORTED)
+def test_one_numpy_pin_per_python_and_on_311_one_that_mxnet_accepts(python):
+    pins = [r for r in _install_requires() if r.name == "numpy" and _applies(r, python)]
+    assert len(pins) == 1, pins
+    (version,) = [spec.version for spec in pins[0].specifier if spec.operator == "=="]
+    if python == "3.11":  # MXNet 1.9.1 breaks on numpy >= 1.24 (np.bool)
+        assert version in SpecifierSet("<1.24")
+    else:  # ml_dtypes 0.5.4 needs numpy >= 2.1 on 3.13; scipy 1.15 needs < 2.5
+        assert version in SpecifierSet(">=2.1,<2.5")
+
+
+@pytest.mark.parametrize("python, supported", [("3.10", False), ("3.11", True), ("3.12", True),
+                                               ("3.13", True), ("3.14", False)])
+def test_python_requires_and_classifiers_name_the_verified_pythons(python, supported):
+    metadata_section = _setup_cfg()["metadata"]
+    requires = SpecifierSet(_setup_cfg()["options"]["python_requires"])
+    assert (f"{python}.0" in requires) == supported
+    classifier = f"Programming Language :: Python :: {python}"
+    assert (classifier in metadata_section["classifiers"].splitlines()) == supported
+
+
+def test_the_installed_core_pins_are_those_of_setup_cfg():
+    """The environment the suite runs in is the one setup.cfg describes for this Python."""
+    python = ".".join(map(str, sys.version_info[:2]))
+    pinned = {r.name: r for r in _install_requires() if _applies(r, python)}
+    wrong = {name: metadata.version(name) for name, r in pinned.items()
+             if metadata.version(name) not in r.specifier}
+    assert not wrong, f"installed versions outside setup.cfg's pins: {wrong}"
+
+
+# ------------------------------------------------------------------------------ require_mxnet
+@pytest.mark.parametrize("python, expected", [
+    ((3, 11), "reading x needs MXNet, which is not installed; " + MXNET_FIX),
+    ((3, 13), "reading x needs MXNet, which does not install on Python 3.13: " + MXNET_FIX
+              + "; or convert the model to ONNX and load the .onnx file"),
+])
+def test_missing_mxnet_message_names_the_fix(monkeypatch, python, expected):
+    monkeypatch.setattr(_optional, "_running_python", lambda: python)
+    monkeypatch.setitem(sys.modules, "mxnet", None)  # what an absent package looks like
+    with pytest.raises(MissingDependencyError) as caught:
+        require_mxnet("reading x")
+    assert str(caught.value) == expected
+    assert isinstance(caught.value, PartitionLabError) and isinstance(caught.value, ImportError)
+
+
+class _BrokenImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Finds ``mxnet`` and fails to import it as MXNet 1.9.1 does beside numpy >= 1.24."""
+
+    def find_spec(self, fullname: str, path: object, target: object = None):
+        if fullname == "mxnet":
+            return importlib.util.spec_from_loader(fullname, self)
+        return None
+
+    def create_module(self, spec: object) -> None:
+        return None
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        raise AttributeError("module 'numpy' has no attribute 'bool'.\nMore text.")
+
+
+def test_mxnet_that_does_not_import_is_reported_with_its_error(monkeypatch):
+    monkeypatch.delitem(sys.modules, "mxnet", raising=False)
+    monkeypatch.setattr(sys, "meta_path", [_BrokenImport(), *sys.meta_path])
+    with pytest.raises(MissingDependencyError) as caught:
+        require_mxnet("reading x")
+    assert str(caught.value) == (
+        "reading x needs MXNet, which is installed but does not import (AttributeError: module "
+        "'numpy' has no attribute 'bool'.); MXNet 1.9.1 needs numpy < 1.24: " + MXNET_FIX)
+
+
+@pytest.mark.parametrize("gluoncv_module, raises", [(None, True), (types.ModuleType("g"), False)])
+def test_gluoncv_is_required_only_when_asked(monkeypatch, gluoncv_module, raises):
+    fake_mxnet = types.ModuleType("mxnet")
+    monkeypatch.setitem(sys.modules, "mxnet", fake_mxnet)
+    monkeypatch.setitem(sys.modules, "gluoncv", gluoncv_module)
+    assert require_mxnet("x") is fake_mxnet
+    if raises:
+        with pytest.raises(MissingDependencyError, match=r"^the zoo model 'm' needs gluoncv, "):
+            require_mxnet("the zoo model 'm'", gluoncv=True)
+    else:
+        assert require_mxnet("x", gluoncv=True) is fake_mxnet
+
+
+# ------------------------------------------------------ the package in a Python without MXNet
+# Imports of mxnet and gluoncv fail as they do where they are not installed (a None entry in
+# sys.modules would not do: code that checks ``name in sys.modules`` then skips the import).
+_BLOCK_MXNET = """\
+import importlib.abc, sys
+class Absent(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name.partition('.')[0] in ('mxnet', 'gluoncv'):
+            raise ModuleNotFoundError(f'No module named {name!r}', name=name)
+sys.meta_path.insert(0, Absent())
+"""
+_RUN_CLI = _BLOCK_MXNET + "from partition_lab.cli import main\nsys.exit(main(sys.argv[1:]))\n"
+# Runs one API call; prints the error's type and message, exit status 3 on an error.
+_RUN_API = _BLOCK_MXNET + (
+    "import partition_lab\n"
+    "try:\n    exec(sys.argv[1])\n"
+    "except Exception as exc:\n    print(type(exc).__name__, exc, sep='|')\n    sys.exit(3)\n")
+
+
+def _run(script: str, args: list[str], cache: Path) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), PARTITION_LAB_CACHE=str(cache),
+               TOPHUB_LOCATION="NONE")
+    return subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True,
+                          env=env, timeout=600)
+
+
+def test_mxnet_is_absent_in_the_subprocesses(tmp_path):
+    done = _run(_RUN_API, ["import mxnet"], tmp_path)
+    assert done.stdout.strip() == "ModuleNotFoundError|No module named 'mxnet'"
+
+
+def _tiny_onnx(path: Path) -> Path:
+    """A Conv + Relu ONNX model written with onnx.helper (no zoo, no MXNet)."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    weight = numpy_helper.from_array(np.ones((4, 3, 3, 3), np.float32), "conv0_weight")
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["data", "conv0_weight"], ["c"], name="conv0", pads=[1] * 4),
+         helper.make_node("Relu", ["c"], ["out"], name="relu0")],
+        "tiny", [helper.make_tensor_value_info("data", TensorProto.FLOAT, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, [1, 4, 8, 8])], [weight])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+    return path
+
+
+def _tiny_symbol(folder: Path) -> Path:
+    """An MXNet symbol file (data -> relu) and a params file beside it, written as JSON."""
+    path = folder / "tiny-symbol.json"
+    path.write_text(json.dumps({
+        "nodes": [{"op": "null", "name": "data", "inputs": []},
+                  {"op": "Activation", "name": "relu0", "attrs": {"act_type": "relu"},
+                   "inputs": [[0, 0, 0]]}],
+        "arg_nodes": [0], "node_row_ptr": [0, 1, 2], "heads": [[1, 0, 0]],
+        "attrs": {"mxnet_version": ["int", 10901]}}))
+    (folder / "tiny-0000.params").write_bytes(b"")
+    return path
+
+
+# Imports every module of the package but the zoo (below); prints those that fail, one a line.
+_IMPORT_ALL = _BLOCK_MXNET + """\
+import importlib, pkgutil, partition_lab
+for module in pkgutil.walk_packages(partition_lab.__path__, "partition_lab."):
+    if not module.name.startswith("partition_lab.zoo"):
+        try:
+            importlib.import_module(module.name)
+        except Exception as exc:
+            print(module.name, type(exc).__name__, exc)
+"""
+
+
+def test_every_module_outside_the_zoo_imports_without_mxnet(tmp_path):
+    done = _run(_IMPORT_ALL, [], tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == ""
+
+
+@pytest.mark.slow
+def test_the_core_draws_an_onnx_model_without_mxnet(tmp_path):
+    model = _tiny_onnx(tmp_path / "tiny.onnx")
+    done = _run(_RUN_CLI, ["viz", str(model), "-o", str(tmp_path / "tiny.svg")], tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "tiny.svg").read_text().lstrip().startswith(("<?xml", "<svg"))
+
+
+@pytest.mark.xfail(strict=True, reason="partition_lab.zoo imports gluoncv when it loads "
+                                        "(zoo/_gluoncv_import.py; issue 14 part A report)")
+def test_the_zoo_lists_its_models_without_mxnet(tmp_path):
+    done = _run(_RUN_CLI, ["zoo"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "resnet50_v1" in done.stdout
+
+
+# The MXNet paths raise inside the frontend and the zoo (issue 14 part B's files): they pass once
+# require_mxnet is called there (the report of part A names the places); strict, so that the
+# marker goes when they do.
+_NOT_WIRED = pytest.mark.xfail(strict=True, reason="needs require_mxnet in the MXNet frontend "
+                                                   "and the zoo (issue 14 part A report)")
+_MXNET_CALLS = [
+    pytest.param("partition_lab.load_model(sys.argv[2], {'data': (1, 3, 8, 8)})",
+                 "reading the MXNet model 'tiny-symbol.json'", id="load_model-symbol-json",
+                 marks=_NOT_WIRED),
+    pytest.param("from partition_lab import zoo; zoo.load('ssd_512_resnet50_v1_voc', small=True)",
+                 "the zoo model 'ssd_512_resnet50_v1_voc'", id="zoo-load", marks=_NOT_WIRED),
+]
+
+
+@pytest.mark.parametrize("call, what", _MXNET_CALLS)
+def test_an_mxnet_api_path_without_mxnet_names_the_fix(tmp_path, call, what):
+    symbol = _tiny_symbol(tmp_path)
+    done = _run(_RUN_API, [call, str(symbol)], tmp_path / "zoo")
+    assert done.returncode == 3, done.stdout + done.stderr
+    kind, message = done.stdout.strip().split("|", 1)
+    assert kind == "MissingDependencyError"
+    assert message.startswith(what) and MXNET_FIX in message and "\n" not in message
+
+
+@pytest.mark.parametrize("model_args, what", [
+    pytest.param(["{tmp}/tiny-symbol.json", "--input-shape", "data=1,3,8,8"],
+                 "reading the MXNet model 'tiny-symbol.json'", id="symbol-json",
+                 marks=_NOT_WIRED),
+    pytest.param(["zoo:ssd_512_resnet50_v1_voc:small"], "the zoo model 'ssd_512_resnet50_v1_voc'",
+                 id="zoo", marks=_NOT_WIRED),
+])
+def test_an_mxnet_cli_path_without_mxnet_is_one_line_naming_the_fix(tmp_path, model_args, what):
+    _tiny_symbol(tmp_path)
+    argv = ["viz", *(arg.format(tmp=tmp_path) for arg in model_args),
+            "-o", str(tmp_path / "out.svg")]
+    done = _run(_RUN_CLI, argv, tmp_path / "zoo")
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    assert done.stderr.startswith(f"partition-lab: error: {what}")
+    assert MXNET_FIX in done.stderr
+
+
+# ------------------------------------------------- the conftest's skips, in a pytest without MXNet
+_ABSENT_PLUGIN = _BLOCK_MXNET  # loaded with -p before the conftest: MXNet looks uninstalled
+_SKIP_CASES = '''
+import pytest
+
+@pytest.fixture(scope="module")
+def mxnet_model():
+    import mxnet
+    return mxnet
+
+def test_imports_mxnet():
+    import mxnet  # noqa: F401
+
+def test_uses_a_fixture_that_imports_mxnet(mxnet_model):
+    pass
+
+@pytest.mark.requires_mxnet
+def test_marked():
+    pass
+
+def test_without_mxnet():
+    import json  # noqa: F401
+'''
+
+
+@pytest.fixture
+def no_mxnet_pytest(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """A pytest project with this conftest, run in a subprocess where MXNet is absent."""
+    pytester.makeconftest((REPO_ROOT / "tests" / "conftest.py").read_text())
+    pytester.makepyfile(absent_mxnet=_ABSENT_PLUGIN)
+    pytester.makeini("[pytest]\nmarkers =\n    requires_mxnet: needs MXNet\n")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(pytester.path), *sys.path]))
+    monkeypatch.delenv("PARTITION_LAB_REQUIRE_MXNET", raising=False)
+    return pytester
+
+
+@pytest.mark.slow
+def test_the_conftest_skips_what_imports_mxnet_and_runs_the_rest(no_mxnet_pytest):
+    no_mxnet_pytest.makepyfile(test_cases=_SKIP_CASES,
+                               test_module_import="import mxnet\n\ndef test_x():\n    pass\n")
+    result = no_mxnet_pytest.runpytest_subprocess("-p", "absent_mxnet", "-v", "-rs")
+    result.assert_outcomes(passed=1, skipped=4)
+    result.stdout.fnmatch_lines(["*test_without_mxnet PASSED*"])
+    # Three imports (test, fixture, test module) and the marker; outcomes count no errors.
+    skips = [line for line in result.outlines if line.startswith("SKIPPED")]
+    assert sum("requires_mxnet: imports mxnet; " + MXNET_FIX in line for line in skips) == 3
+    assert sum(line.endswith("requires_mxnet: " + MXNET_FIX) for line in skips) == 1
+
+
+@pytest.mark.slow
+def test_the_conftest_fails_the_run_when_mxnet_is_required(no_mxnet_pytest, monkeypatch):
+    no_mxnet_pytest.makepyfile(test_cases=_SKIP_CASES)
+    monkeypatch.setenv("PARTITION_LAB_REQUIRE_MXNET", "1")
+    result = no_mxnet_pytest.runpytest_subprocess("-p", "absent_mxnet")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*PARTITION_LAB_REQUIRE_MXNET=1 but the MXNet tests need*"])
