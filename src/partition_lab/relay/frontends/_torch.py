@@ -25,6 +25,8 @@ import ast
 import contextlib
 import importlib
 import io
+import logging
+import sys
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -49,7 +51,15 @@ _CLASSES = "pkg.torch.onnx.class_hierarchy"
 
 
 def require_torch(what: str) -> ModuleType:
-    """Import torch for ``what``, or raise a one-line :class:`PartitionLabError` naming the fix."""
+    """Import torch for ``what``, or raise a one-line :class:`PartitionLabError` naming the fix.
+
+    Triton (which CUDA builds of torch install) is hidden from torch unless it was imported
+    already: TVM is loaded by now, and loading Triton's LLVM after TVM's crashes the process
+    (``import tvm; import triton`` is a segmentation fault), while ``torch.export`` imports it
+    only to ask whether it is there. Exporting needs no Triton.
+    """
+    if "triton" not in sys.modules:
+        sys.modules["triton"] = None  # type: ignore[assignment]  # import triton -> ImportError
     for package in ("torch", "onnxscript"):
         try:
             importlib.import_module(package)
@@ -124,8 +134,10 @@ def exported_program_to_onnx(program: Any, input_names: Sequence[str] | None,
 
     The exporter's own optimizer is left off: it folds each BatchNorm into the Conv before it and
     names the result after the BatchNorm, so ``layer1.0.conv1`` would disappear. Constant folding
-    alone removes the shape arithmetic of the unfolded export.
+    alone removes the shape arithmetic of the unfolded export; constants become initializers.
     """
+    import onnx_ir
+    import onnx_ir.passes.common
     import onnxscript.optimizer
     import torch
 
@@ -138,9 +150,13 @@ def exported_program_to_onnx(program: Any, input_names: Sequence[str] | None,
     except Exception as exc:  # the exporter wraps what it cannot translate in its own errors
         raise ModelFormatError(f"torch.onnx.export cannot export {label}: "
                                f"{_first_line(exc)}") from exc
-    model = exported.model_proto
-    onnxscript.optimizer.fold_constants(model)
-    onnxscript.optimizer.remove_unused_nodes(model)
+    program_ir = exported.model
+    onnxscript.optimizer.fold_constants(program_ir)
+    onnxscript.optimizer.remove_unused_nodes(program_ir)
+    # Constant nodes with value_ints/value_floats (Resize's scales) are beyond TVM 0.19.
+    onnx_ir.passes.common.LiftConstantsToInitializersPass(lift_all_constants=True,
+                                                          size_limit=0)(program_ir)
+    model = onnx_ir.to_proto(program_ir)
     name_nodes_by_module(model)
     return model
 
@@ -227,10 +243,17 @@ def _convert(model: onnx.ModelProto, label: str,
 
 @contextlib.contextmanager
 def _quiet() -> Iterator[None]:
-    """The exporter prints progress lines and warnings; a loader says nothing when it works."""
-    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
-        warnings.simplefilter("ignore")
-        yield
+    """The exporter prints progress lines and warnings (and torch logs that Triton is hidden);
+    a loader says nothing when it works."""
+    torch_log = logging.getLogger("torch")
+    level = torch_log.level
+    torch_log.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        torch_log.setLevel(level)
 
 
 def _first_line(exc: BaseException) -> str:
