@@ -40,7 +40,8 @@ EXIT_FALLBACK = 3
 """Exit status when --fail-on-fallback / --max-host-ops find more ops on the host than allowed
 (the plan and drawing are still written): a CI gate, distinct from errors (2)."""
 
-MODEL_HELP = ("an .onnx file, an MXNet -symbol.json (its .params beside it), or zoo:NAME "
+MODEL_HELP = ("an .onnx file, a PyTorch .pt2 file (torch.export.save), an MXNet -symbol.json "
+              "(its .params beside it), or zoo:NAME "
               "(zoo:NAME:small for the small variant; see 'partition-lab zoo')")
 
 COMPARE_JSON_DOC = """\
@@ -255,6 +256,7 @@ def _add_viz(commands: Any) -> None:
          "partition-lab viz model.onnx --target neuron -o model.png",
          "partition-lab viz zoo:resnet50_v1_b32 --target tensorcore --option precision=fp32",
          "partition-lab viz resnet50-symbol.json --input-shape data=32,3,224,224 -t tensorcore",
+         "partition-lab viz resnet50.pt2 --target neuron@2020 -o resnet50.svg",
          "partition-lab viz zoo:simple_pose_resnet152_v1b --target neuron@2020 "
          "--strategy greedy --expand -o pose.svg"],
         run_viz,
@@ -535,7 +537,7 @@ def model_label(model: str) -> str:
         name, small = _zoo_name(model)
         return f"{name} (small)" if small else name
     stem = Path(model).name
-    for suffix in (".onnx", "-symbol.json", ".json"):
+    for suffix in (".onnx", ".pt2", "-symbol.json", ".json"):
         stem = stem.removesuffix(suffix)
     return stem
 

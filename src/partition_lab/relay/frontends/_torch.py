@@ -108,7 +108,8 @@ def load_pt2_file(path: Path, input_shapes: Mapping[str, object] | None) -> tupl
     """Convert an ``ExportedProgram`` saved with ``torch.export.save``."""
     torch = require_torch(f"reading the PyTorch program {path.name!r}")
     try:
-        program = torch.export.load(str(path))
+        with _quiet():  # torch logs the failure with its traceback before raising
+            program = torch.export.load(str(path))
     except Exception as exc:  # torch raises RuntimeError, BadZipFile, KeyError... on bad files
         raise ModelFormatError(
             f"{str(path)!r} is not a program saved with torch.export.save ({_first_line(exc)}); "
