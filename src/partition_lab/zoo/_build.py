@@ -62,12 +62,21 @@ def build_torch_onnx_file(entry: ZooEntry, small: bool, onnx_path: Path) -> None
     from ..relay.frontends._torch import module_to_onnx, require_torch
 
     torch = require_torch(f"building the zoo model {entry.name!r}")
-    torch.manual_seed(SEED)
-    module = BUILDERS[entry.name](small)
-    _seed_batch_norms(module, torch)
+    module = seeded_torch_module(entry, small)
     examples = tuple(torch.zeros(shape) for shape in entry.shapes(small).values())
     model = module_to_onnx(module, examples, list(entry.shapes(small)))
     write_atomically(onnx_path, model.SerializeToString())
+
+
+def seeded_torch_module(entry: ZooEntry, small: bool) -> Any:
+    """The torchvision build's module with the weights its ONNX file holds (seeded; eval mode)."""
+    from ..relay.frontends._torch import require_torch
+
+    torch = require_torch(f"building the zoo model {entry.name!r}")
+    torch.manual_seed(SEED)
+    module = BUILDERS[entry.name](small)
+    _seed_batch_norms(module, torch)
+    return module.eval()
 
 
 def _seed_batch_norms(module: Any, torch: Any) -> None:
