@@ -49,6 +49,8 @@ __all__ = [
 
 #: Bump when a model definition, the seeding or the export changes: old cache entries are ignored.
 ZOO_VERSION = 1
+#: The same for the torchvision builds (their module definitions, seeding, export and naming).
+TORCH_ZOO_VERSION = 1
 CACHE_ENV = "PARTITION_LAB_CACHE"
 Frontend = Literal["mxnet", "onnx"]
 
@@ -219,7 +221,7 @@ def _torch_version_key() -> str:
             versions.append(f"{package}{metadata.version(package)}")
         except metadata.PackageNotFoundError:
             versions.append(f"{package}none")
-    return f"v{ZOO_VERSION}-{'-'.join(versions)}-opset18"
+    return f"v{TORCH_ZOO_VERSION}-{'-'.join(versions)}-opset18"
 
 
 def _file_stem(name: str) -> str:

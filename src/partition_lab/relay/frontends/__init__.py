@@ -88,7 +88,8 @@ def load_model(
         A PyTorch source's calls are named by module path: a call inside a leaf module (one
         that calls no other module) carries its path, ``layer1.0.conv1``; a call made in the
         ``forward`` of a module with submodules carries that module's path and the ATen op,
-        ``layer1.0/add`` (``/view`` in the top-level ``forward``).
+        ``layer1.0/add`` (``/view`` in the top-level ``forward``). A name that comes again (a
+        module called three times) is ``layer1.0.relu``, ``layer1.0.relu#2``, ``#3``.
 
     Raises
     ------

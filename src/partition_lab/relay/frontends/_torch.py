@@ -9,8 +9,9 @@ Why not TVM's own ``relay.frontend.from_pytorch``: measured on torchvision's Res
 (1x3x64x64), its TorchScript scopes name 127 of 177 calls by their module; the 32 ReLUs that a
 ``Bottleneck`` calls through its one ``self.relu`` after the first call are named after the
 block (``layer1.0``), not ``layer1.0.relu``. Through ``torch.export`` + ONNX all 212 calls made
-inside a leaf module carry its path (``layer1.0.conv1``, ``layer1.0.relu``) and the 17 others
-(the residual adds, the flatten) ``<enclosing module>/<op>`` (``layer1.0/add``, ``/view``).
+inside a leaf module carry its path (``layer1.0.conv1``; ``layer1.0.relu``, ``layer1.0.relu#2``
+and ``#3`` for the three calls of that ReLU) and the 17 others (the residual adds, the flatten)
+``<enclosing module>/<op>`` (``layer1.0/add``, ``/view``).
 ``torch.jit.trace`` is also deprecated in PyTorch 2.14, and a ``.pt2`` holds no TorchScript.
 
 The exporter's metadata is the source of the names: each node carries
@@ -26,8 +27,10 @@ import contextlib
 import importlib
 import io
 import logging
+import re
 import sys
 import warnings
+from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
@@ -166,23 +169,36 @@ def name_nodes_by_module(model: onnx.ModelProto) -> None:
     """Name each node (in place) after the PyTorch module that computed it.
 
     A node inside a leaf module (one that calls no other module: ``Conv2d``, ``ReLU``,
-    ``AdaptiveAvgPool2d``) gets the module's path, ``layer1.0.conv1``; a module called several
-    times gives each call's nodes the same name, as the user's code does. A node computed in
-    the ``forward`` of a module that has submodules (a residual add, a flatten) gets that
-    module's path and the ATen op, ``layer1.0/add``; the top-level module's path is empty
-    (``/view``). Nodes without the exporter's metadata keep their names.
+    ``AdaptiveAvgPool2d``) gets the module's path, ``layer1.0.conv1``. A node computed in the
+    ``forward`` of a module that has submodules (a residual add, a flatten) gets that module's
+    path and the ATen op, ``layer1.0/add``; the top-level module's path is empty (``/view``).
+    ONNX wants node names unique, so when a name comes again (a module called several times,
+    as ResNet's ``Bottleneck`` calls its one ``relu``) the later nodes get ``#2``, ``#3``...:
+    ``layer1.0.relu``, ``layer1.0.relu#2``, ``layer1.0.relu#3``. Nodes without the exporter's
+    metadata keep their names.
     """
     scopes = [_metadata_list(node, _SCOPES) for node in model.graph.node]
     # A module is a container if some node ran inside one of its submodules.
     containers = {path for chain in scopes if chain for path in chain[:-2]}
+    seen: Counter[str] = Counter(node.name for node, chain in zip(model.graph.node, scopes,
+                                                                  strict=True) if not chain)
     for node, chain in zip(model.graph.node, scopes, strict=True):
         if not chain:
             continue
         path = chain[-2] if len(chain) >= 2 else ""
-        if path and path not in containers:
-            node.name = path
-        else:
-            node.name = f"{path}/{_aten_op(node, chain[-1])}"
+        name = path if path and path not in containers else \
+            f"{path}/{_aten_op(node, chain[-1])}"
+        seen[name] += 1
+        node.name = name if seen[name] == 1 else f"{name}#{seen[name]}"
+
+
+def module_path(source: str) -> tuple[str, str | None]:
+    """``(module path, op)`` of a source name :func:`name_nodes_by_module` gave:
+    ``layer1.0.relu#2`` -> ``("layer1.0.relu", None)``, ``layer1.0/add`` ->
+    ``("layer1.0", "add")``."""
+    base = re.sub(r"#\d+$", "", source)
+    path, slash, op = base.rpartition("/")
+    return (path, op) if slash else (base, None)
 
 
 def _metadata_list(node: onnx.NodeProto, key: str) -> list[str]:
@@ -263,4 +279,4 @@ def _first_line(exc: BaseException) -> str:
 
 
 __all__ = ["exported_program_to_onnx", "is_torch_module", "load_pt2_file", "load_torch_module",
-           "module_to_onnx", "name_nodes_by_module", "require_torch"]
+           "module_path", "module_to_onnx", "name_nodes_by_module", "require_torch"]
