@@ -24,6 +24,19 @@ Besides the field reports' models, the zoo holds evaluation models (issue 11,
 segmenter, built the same way (random weights, nothing downloaded), on which partition plans are
 checked. :func:`names` leaves them out, so that code iterating over the zoo (tests, benches)
 does not build their full-size versions by accident; :func:`load` and the rest take both.
+
+Where MXNet does not install (Python 3.12 and later), the torchvision builds
+(:func:`torchvision_names`: ``tv:resnet50``, ``tv:simple_pose_resnet152``...) stand in for the
+gluoncv models: the same architectures from torchvision (SimplePose's deconvolution head written
+here), seeded random weights, exported by ``torch.onnx`` with PyTorch module paths as node names
+and cached the same way in a folder keyed by the torch, torchvision and onnxscript versions.
+They load through the ONNX frontend only; building them needs torch, torchvision and
+onnxscript, loading a cached file does not. The command line's default model is
+``tv:simple_pose_resnet152`` there.
+
+>>> zoo.torchvision_names()[:2]
+['tv:resnet50', 'tv:resnet152']
+>>> mod, params = zoo.load("tv:simple_pose_resnet152", small=True)   # doctest: +SKIP
 """
 
 from __future__ import annotations
