@@ -8,6 +8,7 @@ a bilinear resize, which neuron@2020 rejects) and random (``weights=None``, seed
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from collections import Counter
 
@@ -268,3 +269,24 @@ def test_onnx_reduce_over_several_constant_axes_keeps_them_all() -> None:
     x = np.random.default_rng(0).standard_normal((1, 2, 3, 4)).astype("float32")
     got = run_module(mod, {"x": x}, opt_level=0)[0]
     np.testing.assert_allclose(got, x.mean(axis=(2, 3), keepdims=True), rtol=1e-6, atol=1e-6)
+
+
+def test_torch_is_imported_only_for_pytorch_sources(tmp_path) -> None:
+    """An ONNX user without torch (or who does not want its import time) never loads it."""
+    script = (
+        "import sys\n"
+        "from partition_lab import load_model, zoo\n"
+        "import partition_lab.cli\n"
+        "load_model(sys.argv[1])\n"
+        "assert 'torch' not in sys.modules and 'triton' not in sys.modules, 'torch imported'\n"
+    )
+    model = helper.make_model(helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"], name="relu")], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])]),
+        opset_imports=[helper.make_opsetid("", 13)])
+    path = tmp_path / "relu.onnx"
+    onnx.save(model, str(path))
+    done = subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True,
+                          text=True, check=False)
+    assert done.returncode == 0, done.stderr

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import subprocess
 import sys
 
 import numpy as np
@@ -152,3 +153,23 @@ def test_cli_lists_both_zoos_and_draws_a_tv_model(tmp_path, capsys) -> None:
     assert main(["viz", "tv:resnet50:large", "-o", str(out)]) == 2
     err = capsys.readouterr().err
     assert "no zoo model named 'tv:no_such_model'" in err and "tv:NAME" in err
+
+
+def test_the_zoo_works_without_mxnet() -> None:
+    """Where MXNet does not import, the zoo module, its listing and the tv: builds still work
+    (gluoncv is imported only to build a Gluon model)."""
+    zoo.onnx_path("tv:resnet50", small=True)  # built here, where the test suite's cache is
+    script = (
+        "import sys\n"
+        "sys.modules['mxnet'] = sys.modules['gluoncv'] = None\n"
+        "from partition_lab import zoo\n"
+        "from partition_lab.cli import default_model_name, main\n"
+        "assert default_model_name() == 'tv:simple_pose_resnet152'\n"
+        "mod, params = zoo.load('tv:resnet50', small=True)\n"
+        "assert 'layer1.0.conv1.weight' in params\n"
+        "sys.exit(main(['zoo']))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    assert "tv:resnet50\n" in done.stdout
