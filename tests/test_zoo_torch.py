@@ -84,6 +84,22 @@ def test_small_build_loads_with_its_op_counts_and_module_paths(name: str) -> Non
 
 
 @pytest.mark.slow
+def test_full_size_default_model_has_its_op_counts_and_names() -> None:
+    """The command line's default without MXNet, full size (the other full-size builds were
+    checked the same way when their counts were written: ResNet-50/152, FCN, MobileNet v2)."""
+    name = DEFAULT_MODEL_WITHOUT_MXNET
+    mod, _ = zoo.load(name)
+    counts = {op: 0 for op in zoo.info(name).expected_ops}
+    for call in calls_in_order(mod["main"]):
+        if call.op.name in counts:
+            counts[call.op.name] += 1
+    assert counts == {"nn.conv2d": 156, "nn.conv2d_transpose": 3}
+    assert calls_without_source_name(mod) == []
+    names = {source_name(call) for call in calls_in_order(mod["main"])}
+    assert {"backbone.layer4.2.conv3", "deconv.0", "final"} <= names
+
+
+@pytest.mark.slow
 def test_small_simple_pose_story_and_numerics_match_torch() -> None:
     """The report's story through PyTorch: the deconvolutions stay on the CPU on neuron@2020,
     named by module path, and the partitioned program computes what the module computes."""

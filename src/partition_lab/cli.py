@@ -34,7 +34,7 @@ Deconvolutions split it on neuron@2020 and whose BatchNorm+ReLU regions the cost
 moves back to the CPU."""
 DEFAULT_MODEL_WITHOUT_MXNET = "tv:simple_pose_resnet152"
 """The default where MXNet does not import (Python 3.12+): the same architecture built with
-torchvision (see :func:`default_model`)."""
+torchvision (see :func:`default_model_name`)."""
 ZOO_PREFIXES = ("zoo:", "tv:")
 """Model arguments that name zoo models: ``zoo:NAME`` (gluoncv builds, and the others) and
 ``tv:NAME`` (torchvision builds), each with an optional ``:small``."""

@@ -255,12 +255,11 @@ _TV_NOTE = "built with torchvision and exported by torch.onnx; there are no MXNe
 
 
 def _tv(name: str, counterpart: str, description: str, small: str,
-        expected: Mapping[str, int], small_expected: Mapping[str, int],
-        shapes: Mapping[str, tuple[int, ...]] | None = None) -> ZooEntry:
+        expected: Mapping[str, int], small_expected: Mapping[str, int]) -> ZooEntry:
     """A torchvision build of the zoo model ``counterpart``: its inputs and story."""
     other = ENTRIES[counterpart]
     return ZooEntry(
-        f"tv:{name}", description, shapes or other.input_shapes, "float32", TORCHVISION_SOURCE,
+        f"tv:{name}", description, other.input_shapes, "float32", TORCHVISION_SOURCE,
         f"PyTorch counterpart of {counterpart} (no MXNet needed); {other.story}", small,
         other.small_input_shapes, expected, small_expected, frontends=("onnx",),
         frontend_note=_TV_NOTE, built_with="torch")
@@ -270,7 +269,7 @@ _TV_SMALL_RESNET = "torchvision ResNet with one Bottleneck per stage (widths 64.
     "classes, 64x64 input"
 
 #: torchvision builds of zoo models (issue 14): the zoo where MXNet does not install. Their
-#: calls carry PyTorch module paths (``backbone.4.0.conv1``) as source names.
+#: calls carry PyTorch module paths (``backbone.layer1.0.conv1``) as source names.
 TORCHVISION: dict[str, ZooEntry] = {
     entry.name: entry
     for entry in [
@@ -282,13 +281,14 @@ TORCHVISION: dict[str, ZooEntry] = {
             {"nn.conv2d": 17, "nn.dense": 1}),
         _tv("simple_pose_resnet152", "simple_pose_resnet152_v1b",
             "SimplePose: torchvision ResNet-152 backbone, 3 deconvolutions, 17 heatmaps",
-            "the small ResNet above with the deconv head at 16 filters, 64x64 input",
+            "torchvision ResNet with one Bottleneck per stage, the deconv head at 16 filters, "
+            "64x64 input",
             {"nn.conv2d": 156, "nn.conv2d_transpose": 3},
             {"nn.conv2d": 18, "nn.conv2d_transpose": 3}),
         _tv("fcn_resnet101", "fcn_resnet101_ade",
             "torchvision FCN on a dilated ResNet-101 with aux head, 150 classes",
-            "the small ResNet above, dilated like the full one, with both FCN heads, 8 "
-            "classes, 64x64 input; still two resizes",
+            "torchvision ResNet with one Bottleneck per stage, dilated like the full one, both "
+            "FCN heads, 8 classes, 64x64 input; still two resizes",
             {"nn.conv2d": 108, "image.resize2d": 2}, {"nn.conv2d": 21, "image.resize2d": 2}),
         _tv("mobilenet_v2", "mobilenetv2_1.0", "torchvision MobileNet v2, width 1.0",
             "width multiplier 0.25, all blocks, 10 classes, 64x64 input",
