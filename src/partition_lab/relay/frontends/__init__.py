@@ -6,7 +6,8 @@
 >>> mod, params = load_model("resnet50.pt2")                        # doctest: +SKIP
 
 Every call in the returned ``main`` carries the name the source gave its node (ONNX node name,
-MXNet node name, PyTorch module path such as ``layer1.0.conv1``) in ``call.span.source_name.name``; :func:`source_name` reads it and
+MXNet node name, PyTorch module path such as ``layer1.0.conv1``) in
+``call.span.source_name.name``; :func:`source_name` reads it and
 :func:`calls_without_source_name` lists calls that lack one (none, for the supported sources).
 """
 
@@ -134,9 +135,8 @@ def load_model(
             "from mxnet.gluon.HybridBlock (hybrid_forward) and pass that"
         )
     raise ModelFormatError(
-        f"load_model takes a file path, a torch.nn.Module, a Gluon HybridBlock or an MXNet "
-        f"Symbol; got "
-        f"{type(source).__name__}"
+        "load_model takes a file path, a torch.nn.Module, a Gluon HybridBlock or an MXNet "
+        f"Symbol; got {type(source).__name__}"
     )
 
 
