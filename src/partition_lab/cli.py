@@ -32,6 +32,12 @@ DEFAULT_MODEL = "zoo:simple_pose_resnet152_v1b"
 """What ``partition-lab viz`` draws without a model: the report's SimplePose, whose
 Deconvolutions split it on neuron@2020 and whose BatchNorm+ReLU regions the cost strategy
 moves back to the CPU."""
+DEFAULT_MODEL_WITHOUT_MXNET = "tv:simple_pose_resnet152"
+"""The default where MXNet does not import (Python 3.12+): the same architecture built with
+torchvision (see :func:`default_model_name`)."""
+ZOO_PREFIXES = ("zoo:", "tv:")
+"""Model arguments that name zoo models: ``zoo:NAME`` (gluoncv builds, and the others) and
+``tv:NAME`` (torchvision builds), each with an optional ``:small``."""
 DEFAULT_MODEL_TARGET = "neuron@2020"
 DEFAULT_MODEL_STRATEGY = "cost"
 DEFAULT_TARGET = "neuron"
@@ -40,8 +46,9 @@ EXIT_FALLBACK = 3
 """Exit status when --fail-on-fallback / --max-host-ops find more ops on the host than allowed
 (the plan and drawing are still written): a CI gate, distinct from errors (2)."""
 
-MODEL_HELP = ("an .onnx file, an MXNet -symbol.json (its .params beside it), or zoo:NAME "
-              "(zoo:NAME:small for the small variant; see 'partition-lab zoo')")
+MODEL_HELP = ("an .onnx file, a PyTorch .pt2 file (torch.export.save), an MXNet -symbol.json "
+              "(its .params beside it), or zoo:NAME / tv:NAME "
+              "(:small for the small variant; see 'partition-lab zoo')")
 
 COMPARE_JSON_DOC = """\
 --json prints one object, schema "partition_lab.compare/2" (keys always present):
@@ -212,7 +219,8 @@ def _add_model_options(sub: argparse.ArgumentParser, *, optional_model: bool = F
                        strategy: bool = True) -> None:
     if optional_model:
         sub.add_argument("model", nargs="?", metavar="MODEL",
-                         help=f"{MODEL_HELP}; default {DEFAULT_MODEL} on {DEFAULT_MODEL_TARGET} "
+                         help=f"{MODEL_HELP}; default {DEFAULT_MODEL} ({DEFAULT_MODEL_WITHOUT_MXNET}"
+                              f" without MXNet) on {DEFAULT_MODEL_TARGET} "
                               f"with the {DEFAULT_MODEL_STRATEGY} strategy")
     else:
         sub.add_argument("model", metavar="MODEL", help=MODEL_HELP)
@@ -241,8 +249,9 @@ def _add_model_options(sub: argparse.ArgumentParser, *, optional_model: bool = F
                      help="plan from measurements: a profile cache written by 'partition-lab "
                           "profile' (measured ops; a fitted model with its uncertainty for the "
                           "rest; devices it does not bind use the roofline)")
-    sub.add_argument("--frontend", choices=("mxnet", "onnx"), default="mxnet",
-                     help="for zoo: models, which frontend converts them (default mxnet)")
+    sub.add_argument("--frontend", choices=("mxnet", "onnx"), default=None,
+                     help="for zoo: models, which frontend converts them (default mxnet; onnx "
+                          "for tv: models, which have no MXNet form)")
     sub.add_argument("--no-onnx-check", dest="onnx_check", action="store_false",
                      help="convert an ONNX file that onnx.checker rejects (or whose opset is "
                           "missing or unknown) anyway, with a warning")
@@ -255,6 +264,7 @@ def _add_viz(commands: Any) -> None:
          "partition-lab viz model.onnx --target neuron -o model.png",
          "partition-lab viz zoo:resnet50_v1_b32 --target tensorcore --option precision=fp32",
          "partition-lab viz resnet50-symbol.json --input-shape data=32,3,224,224 -t tensorcore",
+         "partition-lab viz resnet50.pt2 --target neuron@2020 -o resnet50.svg",
          "partition-lab viz zoo:simple_pose_resnet152_v1b --target neuron@2020 "
          "--strategy greedy --expand -o pose.svg"],
         run_viz,
@@ -385,8 +395,9 @@ def _add_targets(commands: Any) -> None:
 
 
 def _add_zoo(commands: Any) -> None:
-    _subparser(commands, "zoo", "list the bundled models (use them as zoo:NAME)",
-               ["partition-lab zoo", "partition-lab viz zoo:fcn_resnet101_ade --target neuron"],
+    _subparser(commands, "zoo", "list the bundled models (use them as zoo:NAME, or tv:NAME)",
+               ["partition-lab zoo", "partition-lab viz zoo:fcn_resnet101_ade --target neuron",
+                "partition-lab viz tv:simple_pose_resnet152:small --target neuron@2020"],
                run_zoo)
 
 
@@ -477,7 +488,7 @@ def resolve_job(args: argparse.Namespace, *, default_model: bool = False) -> Job
     model = args.model
     target_name, strategy = args.target, getattr(args, "strategy", None)
     if model is None and default_model:
-        model = DEFAULT_MODEL
+        model = default_model_name()
         target_name = target_name or DEFAULT_MODEL_TARGET
         strategy = strategy or DEFAULT_MODEL_STRATEGY
     if strategy is None:
@@ -503,11 +514,11 @@ def resolve_job(args: argparse.Namespace, *, default_model: bool = False) -> Job
 
         read_profile_cache(cache)  # raises ProfileError naming what is wrong with the file
     shapes = parse_input_shapes(args.input_shape)
-    if model.startswith("zoo:"):
+    if is_zoo_model(model):
         from . import zoo
 
         zoo.info(_zoo_name(model)[0])  # raises UnknownModelError listing the bundled models
-    if shapes and model.startswith("zoo:"):
+    if shapes and is_zoo_model(model):
         raise InputShapeError("--input-shape applies to model files; zoo models have fixed "
                               "shapes (see 'partition-lab zoo')")
     return Job(model, target_name, target_options, strategy, strategy_options, shapes,
@@ -515,14 +526,15 @@ def resolve_job(args: argparse.Namespace, *, default_model: bool = False) -> Job
                args.onnx_check)
 
 
-def load(job: Job, frontend: str) -> tuple[Any, Any]:
-    """Load MODEL (a file or zoo:NAME[:small]) as ``(IRModule, params)``."""
+def load(job: Job, frontend: str | None) -> tuple[Any, Any]:
+    """Load MODEL (a file, zoo:NAME[:small] or tv:NAME[:small]) as ``(IRModule, params)``;
+    ``frontend`` None is the zoo model's own first frontend."""
     with job.progress.step(f"loading {job.model}"):
-        if job.model.startswith("zoo:"):
+        if is_zoo_model(job.model):
             from . import zoo
 
             name, small = _zoo_name(job.model)
-            return zoo.load(name, frontend=frontend, small=small)
+            return zoo.load(name, frontend=frontend, small=small)  # type: ignore[arg-type]
         from . import load_model
 
         return load_model(job.model, input_shapes=job.input_shapes or None,
@@ -531,22 +543,42 @@ def load(job: Job, frontend: str) -> tuple[Any, Any]:
 
 def model_label(model: str) -> str:
     """A short name for a model in titles and file names: the zoo name or the file's stem."""
-    if model.startswith("zoo:"):
+    if is_zoo_model(model):
         name, small = _zoo_name(model)
         return f"{name} (small)" if small else name
     stem = Path(model).name
-    for suffix in (".onnx", "-symbol.json", ".json"):
+    for suffix in (".onnx", ".pt2", "-symbol.json", ".json"):
         stem = stem.removesuffix(suffix)
     return stem
 
 
+def is_zoo_model(model: str) -> bool:
+    """Whether MODEL names a zoo model (``zoo:NAME``, ``tv:NAME``) rather than a file."""
+    return model.startswith(ZOO_PREFIXES)
+
+
+def default_model_name() -> str:
+    """:data:`DEFAULT_MODEL`, or its torchvision build where MXNet or gluoncv does not import
+    (they install on Python 3.11 only)."""
+    import importlib
+    import importlib.util
+
+    try:
+        importlib.import_module("mxnet")
+    except Exception:  # not installed; or beside numpy >= 1.24, an AttributeError
+        return DEFAULT_MODEL_WITHOUT_MXNET
+    # gluoncv is looked for, not imported: its import refuses to run beside torch >= 2.
+    return DEFAULT_MODEL if importlib.util.find_spec("gluoncv") else DEFAULT_MODEL_WITHOUT_MXNET
+
+
 def _zoo_name(model: str) -> tuple[str, bool]:
-    parts = model.split(":")
-    if len(parts) == 2 and parts[1]:
-        return parts[1], False
-    if len(parts) == 3 and parts[1] and parts[2] == "small":
-        return parts[1], True
-    raise UsageError(f"bad model {model!r}: expected zoo:NAME or zoo:NAME:small")
+    """``(zoo name, small)``: ``zoo:NAME`` is ``NAME``, ``tv:NAME`` is ``tv:NAME``."""
+    prefix, _, rest = model.partition(":")
+    name, _, size = rest.partition(":")
+    if name and size in ("", "small"):
+        return (f"tv:{name}" if prefix == "tv" else name), size == "small"
+    raise UsageError(f"bad model {model!r}: expected zoo:NAME or tv:NAME, optionally followed "
+                     "by :small")
 
 
 def run_partition_job(job: Job, args: argparse.Namespace) -> Any:
@@ -636,7 +668,7 @@ def run_viz(args: argparse.Namespace) -> int:
 
 
 def _default_drawing_name(job: Job) -> str:
-    stem = model_label(job.model).replace(" (small)", "-small")
+    stem = model_label(job.model).replace(" (small)", "-small").replace(":", "_")
     target = Path(job.target).stem if job.target.endswith((".toml", ".json")) else job.target
     return f"{stem}.{target}.{job.strategy}.svg"
 
@@ -782,10 +814,11 @@ def run_zoo(args: argparse.Namespace) -> int:
     """``partition-lab zoo``: the bundled models, their inputs and the story each tells."""
     from . import zoo
 
-    for name in zoo.names():
+    for name in zoo.names() + zoo.torchvision_names():
         entry = zoo.info(name)
         shapes = ", ".join(f"{k}={','.join(map(str, v))}" for k, v in entry.input_shapes.items())
-        print(f"{name}\n  {entry.description}\n  inputs: {shapes}")
+        print(f"{name}\n  {entry.description}\n  inputs: {shapes}\n  needs: "
+              f"{', '.join(entry.needs)} (to build; {', '.join(entry.frontends)} frontend)")
         if getattr(entry, "story", None):
             print(f"  story: {entry.story}")
     return 0

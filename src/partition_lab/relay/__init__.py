@@ -1,6 +1,7 @@
 """The TVM Relay adapter: everything that touches TVM.
 
-* :mod:`.frontends`: ONNX, MXNet and Relay text files -> Relay modules;
+* :mod:`.frontends`: ONNX, MXNet, PyTorch (``nn.Module``, ``.pt2``) and Relay text -> Relay
+  modules;
 * :mod:`.relay_graph`: a Relay module -> the core :class:`~partition_lab.core.graph.OpGraph`;
 * :mod:`.passes`: prepare (layout, precision), annotate (support per device), outline (plan ->
   partitioned Relay), and TVM's own partitioning chain as a reference for tests and benchmarks;

@@ -24,6 +24,19 @@ Besides the field reports' models, the zoo holds evaluation models (issue 11,
 segmenter, built the same way (random weights, nothing downloaded), on which partition plans are
 checked. :func:`names` leaves them out, so that code iterating over the zoo (tests, benches)
 does not build their full-size versions by accident; :func:`load` and the rest take both.
+
+Where MXNet does not install (Python 3.12 and later), the torchvision builds
+(:func:`torchvision_names`: ``tv:resnet50``, ``tv:simple_pose_resnet152``...) stand in for the
+gluoncv models: the same architectures from torchvision (SimplePose's deconvolution head written
+here), seeded random weights, exported by ``torch.onnx`` with PyTorch module paths as node names
+and cached the same way in a folder keyed by the torch, torchvision and onnxscript versions.
+They load through the ONNX frontend only; building them needs torch, torchvision and
+onnxscript, loading a cached file does not. The command line's default model is
+``tv:simple_pose_resnet152`` there.
+
+>>> zoo.torchvision_names()[:2]
+['tv:resnet50', 'tv:resnet152']
+>>> mod, params = zoo.load("tv:simple_pose_resnet152", small=True)   # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -39,31 +52,38 @@ import numpy as np
 
 from .._audience import option
 from ..errors import UnsupportedOperatorError
-
-# First: every gluoncv import below goes through this package, and gluoncv must not see torch.
-from . import _gluoncv_import  # noqa: F401
 from ._build import discard, is_intact, remove_stale_parts
 from ._catalog import ENTRIES, ZooEntry, entry
 
 __all__ = [
     "ZooEntry", "cache_dir", "evaluation_names", "info", "load", "mxnet_paths", "names",
-    "onnx_path", "reference_outputs", "sample_inputs",
+    "onnx_path", "reference_outputs", "sample_inputs", "torchvision_names",
 ]
 
 #: Bump when a model definition, the seeding or the export changes: old cache entries are ignored.
 ZOO_VERSION = 1
+#: The same for the torchvision builds (their module definitions, seeding, export and naming).
+TORCH_ZOO_VERSION = 1
 CACHE_ENV = "PARTITION_LAB_CACHE"
 Frontend = Literal["mxnet", "onnx"]
 
 
 def names() -> list[str]:
-    """Names of the zoo models, in the order of the field reports (no evaluation models)."""
-    return [name for name, zoo_entry in ENTRIES.items() if not zoo_entry.evaluation]
+    """Names of the zoo models, in the order of the field reports (no evaluation models, no
+    torchvision builds: both frontends load each of these)."""
+    return [name for name, zoo_entry in ENTRIES.items()
+            if not zoo_entry.evaluation and zoo_entry.built_with == "mxnet"]
 
 
 def evaluation_names() -> list[str]:
     """Names of the evaluation models (issue 11): gluoncv models, not written here."""
     return [name for name, zoo_entry in ENTRIES.items() if zoo_entry.evaluation]
+
+
+def torchvision_names() -> list[str]:
+    """Names of the torchvision builds (``tv:resnet50``...): counterparts of zoo models that
+    need torch and torchvision instead of MXNet, loaded through the ONNX frontend."""
+    return [name for name, zoo_entry in ENTRIES.items() if zoo_entry.built_with == "torch"]
 
 
 def info(name: str) -> ZooEntry:
@@ -74,15 +94,20 @@ def info(name: str) -> ZooEntry:
     return entry(name)
 
 
-def cache_dir() -> Path:
-    """The versioned directory holding the zoo's files (not created here)."""
+def cache_dir(built_with: str = "mxnet") -> Path:
+    """The versioned directory holding the files of the zoo's models built with MXNet (or, with
+    ``built_with="torch"``, of the torchvision builds); not created here."""
     root = os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "partition_lab" / "zoo"
-    return Path(root).expanduser() / _version_key()
+    key = _torch_version_key() if built_with == "torch" else _version_key()
+    return Path(root).expanduser() / key
 
 
 def mxnet_paths(name: str, *, small: bool = False) -> tuple[Path, Path]:
     """``(symbol_json, params)`` of the model, built and cached on first use."""
     zoo_entry = entry(name)
+    if "mxnet" not in zoo_entry.frontends:
+        raise UnsupportedOperatorError(f"{name} has no MXNet files ({zoo_entry.frontend_note}); "
+                                       "use its ONNX file (onnx_path)")
     folder = _model_dir(name, small)
     symbol_path = folder / f"{name}-symbol.json"
     params_path = folder / f"{name}-0000.params"
@@ -95,11 +120,17 @@ def mxnet_paths(name: str, *, small: bool = False) -> tuple[Path, Path]:
 
 
 def onnx_path(name: str, *, small: bool = False) -> Path:
-    """The model's ONNX file (exported from its MXNet files), built and cached on first use."""
+    """The model's ONNX file (exported from its MXNet files, or by torch.onnx for a torchvision
+    build), built and cached on first use."""
     zoo_entry = entry(name)
-    path = _model_dir(name, small) / f"{name}.onnx"
+    path = _model_dir(name, small) / f"{_file_stem(name)}.onnx"
     if not is_intact(path):
         discard(path)
+        if zoo_entry.built_with == "torch":
+            from ._build import build_torch_onnx_file
+
+            build_torch_onnx_file(zoo_entry, small, path)
+            return path
         from ._build import build_onnx_file
 
         symbol_path, params_path = mxnet_paths(name, small=small)
@@ -107,8 +138,10 @@ def onnx_path(name: str, *, small: bool = False) -> Path:
     return path
 
 
-def load(name: str, *, frontend: Frontend = "mxnet", small: bool = False) -> tuple[Any, dict]:
-    """The model as ``(tvm.IRModule, params)`` through ``frontend`` ("mxnet" or "onnx").
+def load(name: str, *, frontend: Frontend | None = None,
+         small: bool = False) -> tuple[Any, dict]:
+    """The model as ``(tvm.IRModule, params)`` through ``frontend`` ("mxnet" or "onnx"; default
+    the model's first, which is "mxnet" for the gluoncv builds and "onnx" for torchvision's).
 
     Both go through :func:`partition_lab.relay.frontends.load_model`, so every call carries its source
     node name. Results are cached in memory; each call returns a new IRModule (sharing the
@@ -116,6 +149,7 @@ def load(name: str, *, frontend: Frontend = "mxnet", small: bool = False) -> tup
     change what the next caller gets.
     """
     zoo_entry = entry(name)
+    frontend = frontend or zoo_entry.frontends[0]  # type: ignore[assignment]  # one of the two
     if frontend not in ("mxnet", "onnx"):
         raise ValueError(f"frontend must be 'mxnet' or 'onnx', not {frontend!r}")
     if frontend not in zoo_entry.frontends:
@@ -125,7 +159,7 @@ def load(name: str, *, frontend: Frontend = "mxnet", small: bool = False) -> tup
             f"use {option(f'frontend={other!r}', f'--frontend {other}')}")
     import tvm
 
-    mod, params = _load_cached(name, frontend, small)
+    mod, params = _load_cached(name, frontend, small)  # type: ignore[arg-type]  # checked above
     fresh = tvm.IRModule(dict(mod.functions), dict(mod.type_definitions))
     # partition() and the drawings title the model by this attribute.
     label = f"{name}:small" if small else name
@@ -147,14 +181,16 @@ def reference_outputs(
     inputs: Mapping[str, np.ndarray],
     *,
     small: bool = True,
-    frontend: Frontend = "mxnet",
+    frontend: Frontend | None = None,
 ) -> list[np.ndarray]:
-    """Outputs of the model run by MXNet (``frontend="mxnet"``) or onnxruntime (``"onnx"``).
+    """Outputs of the model run by MXNet (``frontend="mxnet"``) or onnxruntime (``"onnx"``);
+    by default the model's first frontend (onnxruntime for the torchvision builds).
 
     These run the same weights as :func:`load`, for numerics checks of the Relay modules.
     MXNet has no float16 ``batch_dot`` on the CPU, so for float16 models it computes in
     float32 and rounds the outputs to float16 (onnxruntime computes in float16).
     """
+    frontend = frontend or entry(name).frontends[0]  # type: ignore[assignment]  # one of the two
     if frontend == "onnx":
         return _onnxruntime_outputs(onnx_path(name, small=small), inputs)
     if frontend == "mxnet":
@@ -176,7 +212,8 @@ def _load_cached(name: str, frontend: Frontend, small: bool) -> tuple[Any, dict]
 
 
 def _model_dir(name: str, small: bool) -> Path:
-    folder = cache_dir() / (f"{name}-small" if small else name)
+    stem = _file_stem(name)
+    folder = cache_dir(entry(name).built_with) / (f"{stem}-small" if small else stem)
     folder.mkdir(parents=True, exist_ok=True)
     remove_stale_parts(folder)
     return folder
@@ -188,6 +225,21 @@ def _version_key() -> str:
     except metadata.PackageNotFoundError:
         mxnet_version = "none"
     return f"v{ZOO_VERSION}-mxnet{mxnet_version}-opset13"
+
+
+def _torch_version_key() -> str:
+    versions = []
+    for package in ("torch", "torchvision", "onnxscript"):
+        try:
+            versions.append(f"{package}{metadata.version(package)}")
+        except metadata.PackageNotFoundError:
+            versions.append(f"{package}none")
+    return f"v{TORCH_ZOO_VERSION}-{'-'.join(versions)}-opset18"
+
+
+def _file_stem(name: str) -> str:
+    """``tv:resnet50`` -> ``tv_resnet50``: no colon in file names."""
+    return name.replace(":", "_")
 
 
 def _mxnet_outputs(

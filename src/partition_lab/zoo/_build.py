@@ -1,4 +1,5 @@
-"""Build a zoo model's files: MXNet symbol + params, and ONNX (opset 13) exported from them.
+"""Build a zoo model's files: MXNet symbol + params, and ONNX (opset 13) exported from them;
+or, for the torchvision builds, ONNX (opset 18) exported by torch.onnx.
 
 Weights are random but reproducible: MXNet's and NumPy's generators are seeded before the
 block is initialised. Every file is written under a temporary name and moved into place with
@@ -35,6 +36,8 @@ def build_mxnet_files(entry: ZooEntry, small: bool, symbol_path: Path, params_pa
     """
     import mxnet as mx
 
+    from . import _gluoncv_import  # noqa: F401  (gluoncv beside torch; before any builder runs)
+
     shapes = entry.shapes(small)
     with mx.name.NameManager():  # fresh name counters: node names do not depend on history
         block = BUILDERS[entry.name](small)
@@ -51,6 +54,43 @@ def build_mxnet_files(entry: ZooEntry, small: bool, symbol_path: Path, params_pa
     record_hash(params_path)
     # The params go first: a symbol file in the cache means both are complete.
     write_atomically(symbol_path, json.dumps(graph, indent=2).encode())
+
+
+def build_torch_onnx_file(entry: ZooEntry, small: bool, onnx_path: Path) -> None:
+    """Build the torchvision module with seeded weights and write it as ONNX, its nodes named by
+    module path (what ``load_model`` does with a module, written to the cache)."""
+    from ..relay.frontends._torch import module_to_onnx, require_torch
+
+    torch = require_torch(f"building the zoo model {entry.name!r}")
+    module = seeded_torch_module(entry, small)
+    examples = tuple(torch.zeros(shape) for shape in entry.shapes(small).values())
+    model = module_to_onnx(module, examples, list(entry.shapes(small)))
+    write_atomically(onnx_path, model.SerializeToString())
+
+
+def seeded_torch_module(entry: ZooEntry, small: bool) -> Any:
+    """The torchvision build's module with the weights its ONNX file holds (seeded; eval mode)."""
+    from ..relay.frontends._torch import require_torch
+
+    torch = require_torch(f"building the zoo model {entry.name!r}")
+    torch.manual_seed(SEED)
+    module = BUILDERS[entry.name](small)
+    _seed_batch_norms(module, torch)
+    return module.eval()
+
+
+def _seed_batch_norms(module: Any, torch: Any) -> None:
+    """Batch-norm statistics and affine parameters drawn as :func:`_initialise` draws Gluon's:
+    a numerics test must not pass only because every batch norm is the identity."""
+    rng = np.random.default_rng(SEED)
+    for layer in module.modules():
+        if isinstance(layer, torch.nn.modules.batchnorm._BatchNorm):
+            shape = layer.running_mean.shape
+            with torch.no_grad():
+                layer.running_mean.copy_(torch.from_numpy(rng.normal(0.0, 0.1, shape)))
+                layer.bias.copy_(torch.from_numpy(rng.normal(0.0, 0.1, shape)))
+                layer.running_var.copy_(torch.from_numpy(rng.uniform(0.5, 1.5, shape)))
+                layer.weight.copy_(torch.from_numpy(rng.uniform(0.5, 1.5, shape)))
 
 
 def _checkpoint_arrays(block: Any, symbol: Any) -> dict[str, Any]:

@@ -45,6 +45,15 @@ class ZooEntry:
     #: The frontends that convert the model; ``frontend_note`` says why one is missing.
     frontends: tuple[str, ...] = FRONTENDS
     frontend_note: str = ""
+    #: What builds the model's files: "mxnet" (Gluon blocks, exported to ONNX by mxnet.onnx)
+    #: or "torch" (torchvision modules, exported by torch.onnx with module-path node names).
+    built_with: str = "mxnet"
+
+    @property
+    def needs(self) -> tuple[str, ...]:
+        """The packages that build the model's files (the cached ONNX file loads without)."""
+        return ("torch", "torchvision", "onnxscript") if self.built_with == "torch" else \
+            ("mxnet", "gluoncv")
 
     def shapes(self, small: bool) -> Mapping[str, tuple[int, ...]]:
         """Input shapes of the full model or of the small variant."""
@@ -241,6 +250,53 @@ EVALUATION: dict[str, ZooEntry] = {
 }
 ENTRIES.update(EVALUATION)
 
+TORCHVISION_SOURCE = "torchvision (random weights), written here where torchvision has none"
+_TV_NOTE = "built with torchvision and exported by torch.onnx; there are no MXNet files"
+
+
+def _tv(name: str, counterpart: str, description: str, small: str,
+        expected: Mapping[str, int], small_expected: Mapping[str, int]) -> ZooEntry:
+    """A torchvision build of the zoo model ``counterpart``: its inputs and story."""
+    other = ENTRIES[counterpart]
+    return ZooEntry(
+        f"tv:{name}", description, other.input_shapes, "float32", TORCHVISION_SOURCE,
+        f"PyTorch counterpart of {counterpart} (no MXNet needed); {other.story}", small,
+        other.small_input_shapes, expected, small_expected, frontends=("onnx",),
+        frontend_note=_TV_NOTE, built_with="torch")
+
+
+_TV_SMALL_RESNET = "torchvision ResNet with one Bottleneck per stage (widths 64..2048), 10 " \
+    "classes, 64x64 input"
+
+#: torchvision builds of zoo models (issue 14): the zoo where MXNet does not install. Their
+#: calls carry PyTorch module paths (``backbone.layer1.0.conv1``) as source names.
+TORCHVISION: dict[str, ZooEntry] = {
+    entry.name: entry
+    for entry in [
+        _tv("resnet50", "resnet50_v1", "torchvision ResNet-50 (v1.5) image classifier",
+            _TV_SMALL_RESNET, {"nn.conv2d": 53, "nn.dense": 1},
+            {"nn.conv2d": 17, "nn.dense": 1}),
+        _tv("resnet152", "resnet152_v1", "torchvision ResNet-152 (v1.5) image classifier",
+            _TV_SMALL_RESNET, {"nn.conv2d": 155, "nn.dense": 1},
+            {"nn.conv2d": 17, "nn.dense": 1}),
+        _tv("simple_pose_resnet152", "simple_pose_resnet152_v1b",
+            "SimplePose: torchvision ResNet-152 backbone, 3 deconvolutions, 17 heatmaps",
+            "torchvision ResNet with one Bottleneck per stage, the deconv head at 16 filters, "
+            "64x64 input",
+            {"nn.conv2d": 156, "nn.conv2d_transpose": 3},
+            {"nn.conv2d": 18, "nn.conv2d_transpose": 3}),
+        _tv("fcn_resnet101", "fcn_resnet101_ade",
+            "torchvision FCN on a dilated ResNet-101 with aux head, 150 classes",
+            "torchvision ResNet with one Bottleneck per stage, dilated like the full one, both "
+            "FCN heads, 8 classes, 64x64 input; still two resizes",
+            {"nn.conv2d": 108, "image.resize2d": 2}, {"nn.conv2d": 21, "image.resize2d": 2}),
+        _tv("mobilenet_v2", "mobilenetv2_1.0", "torchvision MobileNet v2, width 1.0",
+            "width multiplier 0.25, all blocks, 10 classes, 64x64 input",
+            {"nn.conv2d": 52, "clip": 35}, {"nn.conv2d": 52, "clip": 35}),
+    ]
+}
+ENTRIES.update(TORCHVISION)
+
 
 def entry(name: str) -> ZooEntry:
     """The entry called ``name``; :class:`UnknownModelError` listing the names otherwise."""
@@ -378,7 +434,17 @@ def _bert(small: bool) -> Any:
     return BertEncoder()
 
 
+def _torchvision(name: str) -> Builder:
+    def build(small: bool) -> Any:
+        from . import torch_models
+
+        return getattr(torch_models, name)(small)
+
+    return build
+
+
 BUILDERS: dict[str, Builder] = {
+    **{name: _torchvision(name.removeprefix("tv:")) for name in TORCHVISION},
     "resnet152_v1": _resnet("resnet152_v1"),
     "resnet50_v1": _resnet("resnet50_v1"),
     "resnet50_v1_b32": _resnet("resnet50_v1"),

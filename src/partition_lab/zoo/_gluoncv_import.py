@@ -4,8 +4,9 @@ gluoncv's ``__init__`` checks for an optional PyTorch and raises ``RuntimeError`
 ``ImportError``) when it finds torch >= 2.0, so with the ``torch`` extra installed (the plan
 executor's) ``import gluoncv`` would fail. The zoo only uses gluoncv's MXNet models, so torch is
 hidden from that one check: with ``sys.modules["torch"] = None`` gluoncv's ``import torch``
-raises ``ImportError``, which it reads as "no PyTorch". ``partition_lab.zoo`` imports this
-module before anything imports gluoncv; torch is restored (or stays importable) afterwards.
+raises ``ImportError``, which it reads as "no PyTorch". The zoo imports this module before it
+builds a Gluon model (nothing else imports gluoncv), so that the zoo itself imports without
+MXNet; torch is restored (or stays importable) afterwards.
 """
 
 from __future__ import annotations

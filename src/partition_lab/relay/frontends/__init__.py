@@ -2,9 +2,12 @@
 
 >>> mod, params = load_model("resnet50.onnx")                       # doctest: +SKIP
 >>> mod, params = load_model("resnet50-symbol.json", {"data": (1, 3, 224, 224)})  # doctest: +SKIP
+>>> mod, params = load_model(torchvision.models.resnet50(), torch.randn(1, 3, 224, 224))  # doctest: +SKIP
+>>> mod, params = load_model("resnet50.pt2")                        # doctest: +SKIP
 
 Every call in the returned ``main`` carries the name the source gave its node (ONNX node name,
-MXNet node name) in ``call.span.source_name.name``; :func:`source_name` reads it and
+MXNet node name, PyTorch module path such as ``layer1.0.conv1``) in
+``call.span.source_name.name``; :func:`source_name` reads it and
 :func:`calls_without_source_name` lists calls that lack one (none, for the supported sources).
 """
 
@@ -17,29 +20,33 @@ from typing import Any
 
 import tvm
 
-from ...errors import ModelFormatError
+from ...errors import InputShapeError, ModelFormatError
 from ._common import existing_file
 from ._diagnostics import captured
 from ._spans import calls_without_source_name, span_name
 
 Params = dict[str, tvm.nd.NDArray]
+#: A ``torch.Tensor`` or a tuple of them (torch is imported only for PyTorch sources).
+TorchInputs = Any
 
 ONNX_SUFFIXES = (".onnx",)
 MXNET_SUFFIXES = (".json",)
 RELAY_TEXT_SUFFIXES = (".relay", ".txt")
+TORCH_SUFFIXES = (".pt2",)
 
 __all__ = ["Params", "calls_without_source_name", "load_model", "source_name"]
 
 
 def load_model(
     source: str | os.PathLike[str] | Any,
-    input_shapes: Mapping[str, tuple[int, ...]] | None = None,
+    input_shapes: Mapping[str, tuple[int, ...]] | TorchInputs | None = None,
     *,
     params: str | os.PathLike[str] | None = None,
     input_dtypes: Mapping[str, str] | None = None,
     arg_params: Mapping[str, Any] | None = None,
     aux_params: Mapping[str, Any] | None = None,
     check_onnx: bool = True,
+    example_inputs: TorchInputs | None = None,
 ) -> tuple[tvm.IRModule, Params]:
     """Load a model as a type-checked Relay module and its weights.
 
@@ -48,12 +55,17 @@ def load_model(
     source
         A path to an ``.onnx`` file, an MXNet ``*-symbol.json`` (its ``*-NNNN.params`` or
         ``*.params`` is found beside it), or a Relay text file (``.relay``/``.txt``, as written
-        by ``mod.astext()``); or a Gluon ``HybridBlock``; or an ``mxnet.symbol.Symbol`` with
-        ``arg_params``/``aux_params``.
+        by ``mod.astext()``), or a PyTorch program saved with ``torch.export.save`` (``.pt2``);
+        or a Gluon ``HybridBlock``; or an ``mxnet.symbol.Symbol`` with
+        ``arg_params``/``aux_params``; or a ``torch.nn.Module`` (exported in eval mode with
+        ``torch.export``; its calls carry PyTorch module paths, see below).
     input_shapes
-        ``{input name: shape}``. Overrides the shapes an ONNX model or Relay text declares, and
-        is required for what declares none (MXNet symbols, Gluon blocks: there it also names
-        the block's inputs, in call order).
+        ``{input name: shape}``. Overrides the shapes an ONNX model, a ``.pt2`` program or Relay
+        text declares, and is required for what declares none (MXNet symbols, Gluon blocks:
+        there it also names the block's inputs, in call order). For a ``torch.nn.Module`` it
+        names the inputs in call order and, without ``example_inputs``, gives their shapes
+        (float32 zeros are traced). For a module, the second positional argument may be the
+        example inputs instead: ``load_model(module, torch.randn(1, 3, 224, 224))``.
     params
         Path of the MXNet ``.params`` file, when it is not beside the symbol file.
     input_dtypes
@@ -61,6 +73,8 @@ def load_model(
         attribute, else float32).
     arg_params, aux_params
         Weights (``mx.nd`` arrays by name) of an ``mxnet.symbol.Symbol`` source.
+    example_inputs
+        A ``torch.nn.Module``'s positional arguments: a tensor or a tuple of tensors.
     check_onnx
         Reject an ONNX file that ``onnx.checker`` rejects or whose opset is missing or unknown
         (default); False converts it anyway, with a warning.
@@ -72,6 +86,12 @@ def load_model(
         names to arrays (bind them with ``relay.build_module.bind_params_by_name``). Relay text
         keeps its constants inside the module, so its ``params`` is empty.
 
+        A PyTorch source's calls are named by module path: a call inside a leaf module (one
+        that calls no other module) carries its path, ``layer1.0.conv1``; a call made in the
+        ``forward`` of a module with submodules carries that module's path and the ATen op,
+        ``layer1.0/add`` (``/view`` in the top-level ``forward``). A name that comes again (a
+        module called three times) is ``layer1.0.relu``, ``layer1.0.relu#2``, ``#3``.
+
     Raises
     ------
     ModelNotFoundError
@@ -79,6 +99,8 @@ def load_model(
     ModelFormatError
         The file is not a model of the kind its suffix says (corrupt, truncated, other format),
         or the suffix is not one of the supported ones.
+    PartitionLabError
+        A PyTorch source, and torch or onnxscript is not installed.
     UnsupportedOperatorError
         TVM's frontend cannot convert one of the model's operators (named with its nodes).
     InputShapeError
@@ -90,6 +112,14 @@ def load_model(
         path = existing_file(source)
         with captured(repr(path.name), bool(input_shapes)):
             return _load_file(path, input_shapes, params, input_dtypes, check_onnx)
+    from ._torch import is_torch_module
+
+    if is_torch_module(source):
+        from ._torch import load_torch_module
+
+        example, shapes = _torch_arguments(input_shapes, example_inputs)
+        with captured(f"the PyTorch module {type(source).__name__}", bool(shapes)):
+            return load_torch_module(source, example, shapes)
     kind = _mxnet_object_kind(source)
     if kind == "block":
         from ._mxnet import load_gluon_block
@@ -105,8 +135,8 @@ def load_model(
             "from mxnet.gluon.HybridBlock (hybrid_forward) and pass that"
         )
     raise ModelFormatError(
-        f"load_model takes a file path, a Gluon HybridBlock or an MXNet Symbol; got "
-        f"{type(source).__name__}"
+        "load_model takes a file path, a torch.nn.Module, a Gluon HybridBlock or an MXNet "
+        f"Symbol; got {type(source).__name__}"
     )
 
 
@@ -135,11 +165,26 @@ def _load_file(
         from ._relay_text import load_relay_text
 
         return load_relay_text(path, input_shapes)
-    known = ", ".join(ONNX_SUFFIXES + ("-symbol.json",) + RELAY_TEXT_SUFFIXES)
+    if suffix in TORCH_SUFFIXES:
+        from ._torch import load_pt2_file
+
+        return load_pt2_file(path, input_shapes)
+    known = ", ".join(ONNX_SUFFIXES + ("-symbol.json",) + RELAY_TEXT_SUFFIXES + TORCH_SUFFIXES)
     raise ModelFormatError(
         f"cannot tell what kind of model {str(path)!r} is from its suffix {suffix or '(none)'!r}; "
         f"supported: {known}. Rename the file or convert the model"
     )
+
+
+def _torch_arguments(input_shapes: Any, example_inputs: Any) -> tuple[Any, Any]:
+    """``(example_inputs, input_shapes)`` of a module: the second positional argument of
+    :func:`load_model` is the example inputs when it is not a mapping of shapes."""
+    if input_shapes is not None and not isinstance(input_shapes, Mapping):
+        if example_inputs is not None:
+            raise InputShapeError("example inputs given twice (as the second argument and as "
+                                  "example_inputs); pass them once")
+        return input_shapes, None
+    return example_inputs, input_shapes
 
 
 def _mxnet_object_kind(source: object) -> str | None:

@@ -8,10 +8,12 @@ and turns TVM's exceptions into partition_lab errors.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -19,6 +21,7 @@ import tvm
 from google.protobuf.message import DecodeError
 from onnx import numpy_helper
 from tvm import relay
+from tvm.relay.frontend import onnx as onnx_frontend
 
 from ..._audience import shapes_hint
 from ...errors import InputShapeError, ModelFormatError, UnsupportedOperatorError
@@ -40,11 +43,19 @@ def load_onnx(path: Path, input_shapes: Mapping[str, object] | None, *,
     ``opset_import`` falls back to opset 1, where ``Squeeze`` changes the output shape).
     ``check=False`` (the CLI's ``--no-onnx-check``) converts anyway, with a warning.
     """
-    model = read_onnx(path)
+    return load_onnx_model(read_onnx(path), path.name, input_shapes, check=check)
+
+
+def load_onnx_model(model: onnx.ModelProto, label: str,
+                    input_shapes: Mapping[str, object] | None, *,
+                    check: bool = True) -> tuple[tvm.IRModule, Params]:
+    """:func:`load_onnx` on a model already in memory (changed in place: its weights are
+    lifted); ``label`` names it in messages (a file name, or what the PyTorch frontend
+    exported)."""
     invalid = checker_problem(model) or opset_problem(model)
     if invalid is not None and check:
         raise ModelFormatError(
-            f"{path.name} is not a valid ONNX model: {invalid.rstrip('.')}; fix or re-export it "
+            f"{label} is not a valid ONNX model: {invalid.rstrip('.')}; fix or re-export it "
             "(or pass --no-onnx-check to convert it anyway)")
     declared, dtypes = declared_inputs(model)
     shapes = resolve_declared_shapes(declared, input_shapes)
@@ -53,14 +64,14 @@ def load_onnx(path: Path, input_shapes: Mapping[str, object] | None, *,
     shapes.update({name: array.shape for name, array in weights.items()})
     dtypes.update({name: array.dtype.name for name, array in weights.items()})
     try:
-        mod = _convert(model, path, shapes, dtypes, invalid)
+        mod = _convert(model, label, shapes, dtypes, invalid)
     except tvm.error.TVMError as exc:
-        cause = fixed_reshape_error(exc, model, path.name, declared, shapes)
+        cause = fixed_reshape_error(exc, model, label, declared, shapes)
         if cause is None:
             raise
         raise cause from exc
     if invalid is not None:
-        warnings.warn(f"{path.name}: onnx.checker: {invalid} (TVM converted it anyway)",
+        warnings.warn(f"{label}: onnx.checker: {invalid} (TVM converted it anyway)",
                       stacklevel=3)
     used = {param.name_hint for param in mod["main"].params}
     params = {name: tvm.nd.array(array) for name, array in weights.items() if name in used}
@@ -69,7 +80,7 @@ def load_onnx(path: Path, input_shapes: Mapping[str, object] | None, *,
 
 def _convert(
     model: onnx.ModelProto,
-    path: Path,
+    label: str,
     shapes: Mapping[str, tuple[int, ...]],
     dtypes: Mapping[str, str],
     invalid: str | None,
@@ -79,24 +90,50 @@ def _convert(
         # freeze_params=True freezes only what lift_weights left as initializers (shapes, axes,
         # scales), and makes TVM run DynamicToStatic: mxnet.onnx computes Reshape targets with
         # Shape/Slice/Concat, which would otherwise stay dynamic reshapes of unknown rank.
-        with warnings.catch_warnings(), incremental_inference():
+        with warnings.catch_warnings(), incremental_inference(), _multi_axis_reductions():
             warnings.simplefilter("ignore")  # TVM re-runs the checker and warns what it finds
             mod, _ = relay.frontend.from_onnx(model, shape=dict(shapes), dtype=dict(dtypes),
                                               freeze_params=True)
     except (tvm.error.OpNotImplemented, tvm.error.OpAttributeUnImplemented) as exc:
         raise UnsupportedOperatorError(
-            f"TVM's ONNX frontend cannot convert part of {path.name}: {_first_line(exc)}. "
+            f"TVM's ONNX frontend cannot convert part of {label}: {_first_line(exc)}. "
             "Replace that operator in the model (or re-export it with a different opset)"
         ) from exc
     except Exception as exc:
         if invalid is None:
             raise
         raise ModelFormatError(
-            f"{str(path)!r} parses as ONNX but is not a valid model ({invalid}), and TVM "
+            f"{label!r} parses as ONNX but is not a valid model ({invalid}), and TVM "
             f"cannot convert it ({_first_line(exc)}); the file may be truncated or corrupt. "
             "Re-export it and check it with onnx.checker.check_model"
         ) from exc
     return mod
+
+
+@contextlib.contextmanager
+def _multi_axis_reductions() -> Iterator[None]:
+    """Convert ``Reduce*`` nodes whose axes come as a constant input with all their axes.
+
+    From opset 18 (13 for ReduceSum) the axes of ReduceMean, ReduceMax... are an input, not an
+    attribute, and TVM 0.19's converter keeps only the first of them: PyTorch's exporter writes
+    ``AdaptiveAvgPool2d(1)`` as ReduceMean over axes (-1, -2), which TVM turns into a mean over
+    the last axis alone (silently wrong, or a Reshape that no longer fits). Runs inside
+    :func:`incremental_inference`, whose lock keeps one conversion at a time.
+    """
+    original = onnx_frontend.Reduce.__dict__["_impl_v13"]
+
+    def converted(cls: type, inputs: Any, attr: dict, params: Any) -> relay.Expr:
+        axes = inputs[1] if len(inputs) == 2 else None
+        if isinstance(axes, relay.Constant) and axes.data.numpy().size > 1:
+            every_axis = [int(axis) for axis in axes.data.numpy().reshape(-1)]
+            return cls.run_calculation([inputs[0]], every_axis, attr.get("keepdims", True))
+        return original.__func__(cls, inputs, attr, params)
+
+    onnx_frontend.Reduce._impl_v13 = classmethod(converted)
+    try:
+        yield
+    finally:
+        onnx_frontend.Reduce._impl_v13 = original
 
 
 #: TVM's report when a Reshape's target does not hold as many elements as its input.
@@ -262,8 +299,6 @@ def declared_inputs(
 
 def check_supported_ops(model: onnx.ModelProto) -> None:
     """:class:`UnsupportedOperatorError` naming every op type TVM cannot convert, with nodes."""
-    from tvm.relay.frontend import onnx as onnx_frontend  # private map; the public call raises too
-
     opset = _default_opset(model)
     convert_map = onnx_frontend._get_convert_map(opset)
     convertible = set(convert_map) | {"Constant"} | set(onnx_frontend._identity_list)
@@ -304,4 +339,4 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-__all__ = ["Shape", "load_onnx"]
+__all__ = ["Shape", "load_onnx", "load_onnx_model"]

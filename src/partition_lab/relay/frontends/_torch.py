@@ -1,0 +1,282 @@
+"""PyTorch ``nn.Module`` or ``.pt2`` file (``torch.export.save``) -> ONNX -> Relay, with each
+node named by its PyTorch module path.
+
+Route: ``torch.export`` gives an ``ExportedProgram``; ``torch.onnx.export`` (the exporter built
+on it, which needs onnxscript) writes ONNX; :func:`name_nodes_by_module` renames every ONNX node
+after the module it came from, and the ONNX frontend converts it (it puts node names on spans).
+
+Why not TVM's own ``relay.frontend.from_pytorch``: measured on torchvision's ResNet-50
+(1x3x64x64), its TorchScript scopes name 127 of 177 calls by their module; the 32 ReLUs that a
+``Bottleneck`` calls through its one ``self.relu`` after the first call are named after the
+block (``layer1.0``), not ``layer1.0.relu``. Through ``torch.export`` + ONNX all 212 calls made
+inside a leaf module carry its path (``layer1.0.conv1``; ``layer1.0.relu``, ``layer1.0.relu#2``
+and ``#3`` for the three calls of that ReLU) and the 17 others (the residual adds, the flatten)
+``<enclosing module>/<op>`` (``layer1.0/add``, ``/view``).
+``torch.jit.trace`` is also deprecated in PyTorch 2.14, and a ``.pt2`` holds no TorchScript.
+
+The exporter's metadata is the source of the names: each node carries
+``pkg.torch.onnx.name_scopes`` (``['', 'layer1', 'layer1.0', 'layer1.0.conv1', 'conv2d_1']``:
+the module paths from the root down, then the FX node) and ``pkg.torch.onnx.class_hierarchy``
+(the module classes, then the ATen op, ``aten.conv2d.default``).
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import importlib
+import io
+import logging
+import re
+import sys
+import warnings
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import onnx
+import tvm
+
+from ..._audience import shapes_option
+from ...errors import InputShapeError, ModelFormatError, PartitionLabError
+from ._common import checked_shape
+
+Params = dict[str, tvm.nd.NDArray]
+
+#: The ONNX opset the exporter writes. 18 is the exporter's lowest: asking for less makes it
+#: run ONNX's version converter, which fails on the Reduce nodes it writes.
+TORCH_ONNX_OPSET = 18
+TORCH_FIX = "pip install torch (and onnxscript, which torch.onnx.export uses)"
+_SCOPES = "pkg.torch.onnx.name_scopes"
+_CLASSES = "pkg.torch.onnx.class_hierarchy"
+
+
+def require_torch(what: str) -> ModuleType:
+    """Import torch for ``what``, or raise a one-line :class:`PartitionLabError` naming the fix.
+
+    Triton (which CUDA builds of torch install) is hidden from torch unless it was imported
+    already: TVM is loaded by now, and loading Triton's LLVM after TVM's crashes the process
+    (``import tvm; import triton`` is a segmentation fault), while ``torch.export`` imports it
+    only to ask whether it is there. Exporting needs no Triton.
+    """
+    if "triton" not in sys.modules:
+        sys.modules["triton"] = None  # type: ignore[assignment]  # import triton -> ImportError
+    for package in ("torch", "onnxscript"):
+        try:
+            importlib.import_module(package)
+        except ImportError as exc:
+            raise PartitionLabError(f"{what} needs {package}, which is not installed; "
+                                    f"{TORCH_FIX}") from exc
+    return importlib.import_module("torch")
+
+
+def is_torch_module(source: object) -> bool:
+    """Whether ``source`` is a ``torch.nn.Module``, without importing torch if it is not."""
+    if not any(cls.__module__.startswith("torch") for cls in type(source).__mro__):
+        return False
+    import torch
+
+    return isinstance(source, torch.nn.Module)
+
+
+def load_torch_module(
+    module: Any,
+    example_inputs: Any,
+    input_shapes: Mapping[str, object] | None,
+) -> tuple[tvm.IRModule, Params]:
+    """Export ``module`` (in eval mode) at ``example_inputs`` and convert it.
+
+    ``example_inputs`` is a tensor or a tuple of tensors (the module's positional arguments);
+    without it, ``input_shapes`` (in call order) gives float32 zeros of those shapes. Keys of
+    ``input_shapes`` name the inputs (without it they are named after ``forward``'s arguments)
+    and their shapes override the example's, as for an ONNX file.
+    """
+    torch = require_torch("loading a PyTorch module")
+    args = _example_args(torch, example_inputs, input_shapes)
+    names = list(input_shapes) if input_shapes else None
+    if names is not None and len(names) != len(args):
+        raise InputShapeError(
+            f"{shapes_option()} names {len(names)} input(s) ({names}) but the module is called "
+            f"with {len(args)} example input(s); name each one, in call order")
+    label = f"the PyTorch module {type(module).__name__}"
+    program = _export(torch, module, args, label)
+    model = exported_program_to_onnx(program, names, label)
+    return _convert(model, label, input_shapes)
+
+
+def load_pt2_file(path: Path, input_shapes: Mapping[str, object] | None) -> tuple[tvm.IRModule,
+                                                                                   Params]:
+    """Convert an ``ExportedProgram`` saved with ``torch.export.save``."""
+    torch = require_torch(f"reading the PyTorch program {path.name!r}")
+    try:
+        with _quiet():  # torch logs the failure with its traceback before raising
+            program = torch.export.load(str(path))
+    except Exception as exc:  # torch raises RuntimeError, BadZipFile, KeyError... on bad files
+        raise ModelFormatError(
+            f"{str(path)!r} is not a program saved with torch.export.save ({_first_line(exc)}); "
+            "save it with torch.export.save(torch.export.export(model, args), path)") from exc
+    model = exported_program_to_onnx(program, None, path.name)
+    return _convert(model, path.name, input_shapes)
+
+
+def module_to_onnx(module: Any, example_inputs: Any,
+                   input_names: Sequence[str] | None = None) -> onnx.ModelProto:
+    """``module`` (eval mode) exported at ``example_inputs`` as ONNX with module-path node names
+    (what the zoo writes to its cache)."""
+    torch = require_torch("exporting a PyTorch module")
+    args = _example_args(torch, example_inputs, None)
+    label = f"the PyTorch module {type(module).__name__}"
+    return exported_program_to_onnx(_export(torch, module, args, label), input_names, label)
+
+
+def exported_program_to_onnx(program: Any, input_names: Sequence[str] | None,
+                             label: str) -> onnx.ModelProto:
+    """The program as ONNX (opset :data:`TORCH_ONNX_OPSET`), constants folded, every node named
+    by :func:`name_nodes_by_module`.
+
+    The exporter's own optimizer is left off: it folds each BatchNorm into the Conv before it and
+    names the result after the BatchNorm, so ``layer1.0.conv1`` would disappear. Constant folding
+    alone removes the shape arithmetic of the unfolded export; constants become initializers.
+    """
+    import onnx_ir
+    import onnx_ir.passes.common
+    import onnxscript.optimizer
+    import torch
+
+    try:
+        with _quiet():
+            exported = torch.onnx.export(program, (), dynamo=True, optimize=False,
+                                         opset_version=TORCH_ONNX_OPSET,
+                                         input_names=list(input_names) if input_names else None,
+                                         verbose=False)
+    except Exception as exc:  # the exporter wraps what it cannot translate in its own errors
+        raise ModelFormatError(f"torch.onnx.export cannot export {label}: "
+                               f"{_first_line(exc)}") from exc
+    program_ir = exported.model
+    onnxscript.optimizer.fold_constants(program_ir)
+    onnxscript.optimizer.remove_unused_nodes(program_ir)
+    # Constant nodes with value_ints/value_floats (Resize's scales) are beyond TVM 0.19.
+    onnx_ir.passes.common.LiftConstantsToInitializersPass(lift_all_constants=True,
+                                                          size_limit=0)(program_ir)
+    model = onnx_ir.to_proto(program_ir)
+    name_nodes_by_module(model)
+    return model
+
+
+def name_nodes_by_module(model: onnx.ModelProto) -> None:
+    """Name each node (in place) after the PyTorch module that computed it.
+
+    A node inside a leaf module (one that calls no other module: ``Conv2d``, ``ReLU``,
+    ``AdaptiveAvgPool2d``) gets the module's path, ``layer1.0.conv1``. A node computed in the
+    ``forward`` of a module that has submodules (a residual add, a flatten) gets that module's
+    path and the ATen op, ``layer1.0/add``; the top-level module's path is empty (``/view``).
+    ONNX wants node names unique, so when a name comes again (a module called several times,
+    as ResNet's ``Bottleneck`` calls its one ``relu``) the later nodes get ``#2``, ``#3``...:
+    ``layer1.0.relu``, ``layer1.0.relu#2``, ``layer1.0.relu#3``. Nodes without the exporter's
+    metadata keep their names.
+    """
+    scopes = [_metadata_list(node, _SCOPES) for node in model.graph.node]
+    # A module is a container if some node ran inside one of its submodules.
+    containers = {path for chain in scopes if chain for path in chain[:-2]}
+    seen: Counter[str] = Counter(node.name for node, chain in zip(model.graph.node, scopes,
+                                                                  strict=True) if not chain)
+    for node, chain in zip(model.graph.node, scopes, strict=True):
+        if not chain:
+            continue
+        path = chain[-2] if len(chain) >= 2 else ""
+        name = path if path and path not in containers else \
+            f"{path}/{_aten_op(node, chain[-1])}"
+        seen[name] += 1
+        node.name = name if seen[name] == 1 else f"{name}#{seen[name]}"
+
+
+def module_path(source: str) -> tuple[str, str | None]:
+    """``(module path, op)`` of a source name :func:`name_nodes_by_module` gave:
+    ``layer1.0.relu#2`` -> ``("layer1.0.relu", None)``, ``layer1.0/add`` ->
+    ``("layer1.0", "add")``."""
+    base = re.sub(r"#\d+$", "", source)
+    path, slash, op = base.rpartition("/")
+    return (path, op) if slash else (base, None)
+
+
+def _metadata_list(node: onnx.NodeProto, key: str) -> list[str]:
+    for prop in node.metadata_props:
+        if prop.key == key:
+            with contextlib.suppress(ValueError, SyntaxError):
+                value = ast.literal_eval(prop.value)
+                return [str(item) for item in value] if isinstance(value, list) else []
+    return []
+
+
+def _aten_op(node: onnx.NodeProto, fx_name: str) -> str:
+    """``add`` for ``aten.add.Tensor``; else the FX node name without its counter."""
+    classes = _metadata_list(node, _CLASSES)
+    if classes and classes[-1].startswith("aten."):
+        return classes[-1].split(".")[1]
+    return fx_name.rstrip("0123456789").rstrip("_") or fx_name
+
+
+def _example_args(torch: ModuleType, example_inputs: Any,
+                  input_shapes: Mapping[str, object] | None) -> tuple[Any, ...]:
+    if example_inputs is None:
+        if not input_shapes:
+            raise InputShapeError(
+                "a PyTorch module needs example inputs: pass a tensor (or a tuple of them), e.g. "
+                "load_model(module, torch.randn(1, 3, 224, 224)), or input_shapes={'x': (1, 3, "
+                "224, 224)} in call order")
+        return tuple(torch.zeros(checked_shape(name, shape))
+                     for name, shape in input_shapes.items())
+    args = example_inputs if isinstance(example_inputs, tuple | list) else (example_inputs,)
+    bad = [type(arg).__name__ for arg in args if not isinstance(arg, torch.Tensor)]
+    if bad:
+        raise InputShapeError(f"example inputs must be tensors (the module's positional "
+                              f"arguments); got {', '.join(bad)}")
+    return tuple(args)
+
+
+def _export(torch: ModuleType, module: Any, args: tuple[Any, ...], label: str) -> Any:
+    """``torch.export.export`` in eval mode (what is partitioned is inference); the module's
+    training flag is restored afterwards."""
+    training = module.training
+    module.eval()
+    try:
+        with torch.no_grad(), _quiet():
+            return torch.export.export(module, args)
+    except Exception as exc:  # torch.export raises many kinds (UserError, Unsupported...)
+        raise ModelFormatError(f"torch.export cannot export {label}: {_first_line(exc)}; see "
+                               "the torch.export documentation for what it traces") from exc
+    finally:
+        module.train(training)
+
+
+def _convert(model: onnx.ModelProto, label: str,
+             input_shapes: Mapping[str, object] | None) -> tuple[tvm.IRModule, Params]:
+    from ._onnx import load_onnx_model
+
+    return load_onnx_model(model, label, input_shapes)
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """The exporter prints progress lines and warnings (and torch logs that Triton is hidden);
+    a loader says nothing when it works."""
+    torch_log = logging.getLogger("torch")
+    level = torch_log.level
+    torch_log.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        torch_log.setLevel(level)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+__all__ = ["exported_program_to_onnx", "is_torch_module", "load_pt2_file", "load_torch_module",
+           "module_path", "module_to_onnx", "name_nodes_by_module", "require_torch"]

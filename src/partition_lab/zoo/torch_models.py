@@ -1,0 +1,93 @@
+"""The zoo's PyTorch builds: torchvision counterparts of the gluoncv models, needing no MXNet.
+
+Each builder returns an ``nn.Module`` with torchvision's random initialisation (``weights=None``;
+nothing is downloaded); the zoo seeds torch before calling it and exports the module to ONNX
+with its module paths as node names (:func:`partition_lab.relay.frontends._torch.module_to_onnx`).
+The small variants keep what the tests look at (three deconvolutions, two resizes) at a fraction
+of the size, as the gluoncv zoo's small variants do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..relay.frontends._torch import require_torch
+
+torch = require_torch("the zoo's torchvision models")
+import torchvision  # noqa: E402  (after require_torch: it hides Triton, which crashes beside TVM)
+from torch import nn  # noqa: E402
+from torchvision.models import resnet  # noqa: E402
+from torchvision.models._utils import IntermediateLayerGetter  # noqa: E402
+from torchvision.models.segmentation import fcn  # noqa: E402
+
+#: Bottleneck counts of the small ResNets: one block per stage (17 convolutions).
+SMALL_LAYERS = [1, 1, 1, 1]
+
+
+def small_resnet(num_classes: int = 10, dilate: Sequence[bool] = (False, False, False)) -> Any:
+    """torchvision's ResNet with one Bottleneck per stage (widths 64..2048, as ResNet-50)."""
+    return resnet.ResNet(resnet.Bottleneck, SMALL_LAYERS, num_classes=num_classes,
+                         replace_stride_with_dilation=list(dilate))
+
+
+class SimplePose(nn.Module):
+    """SimplePose (Xiao et al. 2018; gluoncv's ``SimplePoseResNet``): a ResNet backbone without
+    its pool and classifier, three ``ConvTranspose2d(k=4, s=2, p=1)`` + BatchNorm + ReLU stages
+    and a 1x1 convolution to one heatmap per joint (17, COCO)."""
+
+    def __init__(self, backbone: Any, backbone_channels: int = 2048,
+                 deconv_filters: Sequence[int] = (256, 256, 256), joints: int = 17) -> None:
+        super().__init__()
+        # Keeps torchvision's names (backbone.layer1.0.conv1) and drops the pool and classifier.
+        self.backbone = IntermediateLayerGetter(backbone, return_layers={"layer4": "out"})
+        stages: list[nn.Module] = []
+        channels = backbone_channels
+        for filters in deconv_filters:
+            stages += [nn.ConvTranspose2d(channels, filters, kernel_size=4, stride=2, padding=1,
+                                          bias=False),
+                       nn.BatchNorm2d(filters), nn.ReLU()]
+            channels = filters
+        self.deconv = nn.Sequential(*stages)
+        self.final = nn.Conv2d(channels, joints, kernel_size=1)
+
+    def forward(self, x: Any) -> Any:
+        return self.final(self.deconv(self.backbone(x)["out"]))
+
+
+def resnet50(small: bool) -> Any:
+    return small_resnet() if small else torchvision.models.resnet50(weights=None)
+
+
+def resnet152(small: bool) -> Any:
+    return small_resnet() if small else torchvision.models.resnet152(weights=None)
+
+
+def simple_pose_resnet152(small: bool) -> Any:
+    if small:
+        return SimplePose(small_resnet(), deconv_filters=(16, 16, 16))
+    return SimplePose(torchvision.models.resnet152(weights=None))
+
+
+def fcn_resnet101(small: bool) -> Any:
+    """FCN with its aux head (two bilinear resizes back to the input), 150 ADE20K classes; small:
+    one block per stage, dilated like the full model, 8 classes."""
+    if not small:
+        return fcn.fcn_resnet101(weights=None, weights_backbone=None, num_classes=150,
+                                 aux_loss=True)
+    backbone = IntermediateLayerGetter(small_resnet(dilate=(False, True, True)),
+                                       return_layers={"layer4": "out", "layer3": "aux"})
+    return fcn.FCN(backbone, fcn.FCNHead(2048, 8), fcn.FCNHead(1024, 8))
+
+
+def mobilenet_v2(small: bool) -> Any:
+    if small:
+        return torchvision.models.mobilenet_v2(weights=None, width_mult=0.25, num_classes=10)
+    return torchvision.models.mobilenet_v2(weights=None)
+
+
+def densenet201(small: bool) -> Any:
+    if small:
+        return torchvision.models.DenseNet(growth_rate=8, block_config=(2, 2),
+                                           num_init_features=16, num_classes=10)
+    return torchvision.models.densenet201(weights=None)

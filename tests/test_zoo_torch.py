@@ -1,0 +1,191 @@
+"""The zoo's torchvision builds (tv:NAME): a zoo that needs no MXNet.
+
+Small variants only: each builds in seconds. Oracles: the architecture's op counts (as for the
+gluoncv zoo), the module's own ``named_modules()`` for the names, PyTorch running the seeded
+module for the numerics, the cache's hash files for rebuilds.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import partition_lab
+from partition_lab import zoo
+from partition_lab.cli import (
+    DEFAULT_MODEL,
+    DEFAULT_MODEL_WITHOUT_MXNET,
+    build_parser,
+    default_model_name,
+    main,
+    resolve_job,
+)
+from partition_lab.errors import PartitionLabError, UnsupportedOperatorError
+from partition_lab.relay.frontends import calls_without_source_name, source_name
+from partition_lab.relay.frontends._spans import calls_in_order
+from partition_lab.relay.frontends._torch import module_path
+from partition_lab.relay.runtime import RegionExecutor
+from partition_lab.zoo._build import is_intact, seeded_torch_module
+
+try:  # hides Triton from torch first: importing it after TVM crashes the process
+    from partition_lab.relay.frontends._torch import require_torch
+
+    torch = require_torch("the torchvision zoo tests")
+except PartitionLabError as missing:
+    pytest.skip(str(missing), allow_module_level=True)
+pytest.importorskip("torchvision")
+
+TV = zoo.torchvision_names()
+
+
+def test_torchvision_builds_are_listed_apart_with_what_they_need() -> None:
+    assert TV == ["tv:resnet50", "tv:resnet152", "tv:simple_pose_resnet152", "tv:fcn_resnet101",
+                  "tv:mobilenet_v2"]
+    assert not set(TV) & set(zoo.names() + zoo.evaluation_names())  # both frontends load those
+    pose = zoo.info("tv:simple_pose_resnet152")
+    assert pose.needs == ("torch", "torchvision", "onnxscript") and pose.frontends == ("onnx",)
+    assert "simple_pose_resnet152_v1b" in pose.story and "Deconvolution" in pose.story
+    assert pose.input_shapes == zoo.info("simple_pose_resnet152_v1b").input_shapes
+    assert zoo.info("resnet50_v1").needs == ("mxnet", "gluoncv")
+    with pytest.raises(UnsupportedOperatorError, match="no MXNet files"):
+        zoo.mxnet_paths("tv:resnet50", small=True)
+    with pytest.raises(UnsupportedOperatorError, match="--frontend onnx|frontend='onnx'"):
+        zoo.load("tv:resnet50", frontend="mxnet", small=True)
+
+
+def leaf_and_container_paths(module) -> tuple[set[str], set[str]]:
+    leaves, containers = set(), set()
+    for path, sub in module.named_modules():
+        (containers if any(True for _ in sub.children()) else leaves).add(path)
+    return leaves, containers
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", TV)
+def test_small_build_loads_with_its_op_counts_and_module_paths(name: str) -> None:
+    mod, params = zoo.load(name, small=True)
+    entry = zoo.info(name)
+    counts = {op: 0 for op in entry.small_expected_ops}
+    for call in calls_in_order(mod["main"]):
+        if call.op.name in counts:
+            counts[call.op.name] += 1
+    assert counts == dict(entry.small_expected_ops)
+    assert calls_without_source_name(mod) == []
+    leaves, containers = leaf_and_container_paths(seeded_torch_module(entry, small=True))
+    for call in calls_in_order(mod["main"]):
+        path, op = module_path(source_name(call))
+        assert path in (leaves if op is None else containers), source_name(call)
+    assert [p.name_hint for p in mod["main"].params if p.name_hint not in params] == ["data"]
+
+
+@pytest.mark.slow
+def test_full_size_default_model_has_its_op_counts_and_names() -> None:
+    """The command line's default without MXNet, full size (the other full-size builds were
+    checked the same way when their counts were written: ResNet-50/152, FCN, MobileNet v2)."""
+    name = DEFAULT_MODEL_WITHOUT_MXNET
+    mod, _ = zoo.load(name)
+    counts = {op: 0 for op in zoo.info(name).expected_ops}
+    for call in calls_in_order(mod["main"]):
+        if call.op.name in counts:
+            counts[call.op.name] += 1
+    assert counts == {"nn.conv2d": 156, "nn.conv2d_transpose": 3}
+    assert calls_without_source_name(mod) == []
+    names = {source_name(call) for call in calls_in_order(mod["main"])}
+    assert {"backbone.layer4.2.conv3", "deconv.0", "final"} <= names
+
+
+@pytest.mark.slow
+def test_small_simple_pose_story_and_numerics_match_torch() -> None:
+    """The report's story through PyTorch: the deconvolutions stay on the CPU on neuron@2020,
+    named by module path, and the partitioned program computes what the module computes."""
+    name = "tv:simple_pose_resnet152"
+    mod, params = zoo.load(name, small=True)
+    result = partition_lab.partition(mod, "neuron@2020", params=params)
+    result.plan.validate()
+    host = {(n["op"], n["source_name"]) for n in result.plan.to_dict()["nodes"]
+            if n["device"] == "cpu"}
+    assert host == {("nn.conv2d_transpose", f"deconv.{i}") for i in (0, 3, 6)}
+    assert len(result.plan.accelerator_regions) == 4  # as the report's 4 accelerator subgraphs
+    assert "deconv.0" in result.plan.summary()
+    inputs = zoo.sample_inputs(name, small=True)
+    got = RegionExecutor(result, opt_level=0).run(inputs)
+    with torch.no_grad():
+        expected = seeded_torch_module(zoo.info(name), small=True)(
+            torch.from_numpy(inputs["data"])).numpy()
+    np.testing.assert_allclose(got[0], expected, rtol=1e-4, atol=1e-5 * np.abs(expected).max())
+    # onnxruntime on the cached file agrees too: the file holds the seeded module's weights.
+    reference = zoo.reference_outputs(name, inputs, small=True)
+    np.testing.assert_allclose(reference[0], expected, rtol=1e-4,
+                               atol=1e-5 * np.abs(expected).max())
+
+
+def test_cache_reuses_and_rebuilds_with_the_zoo_cache_code(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv(zoo.CACHE_ENV, str(tmp_path))
+    path = zoo.onnx_path("tv:resnet50", small=True)
+    assert path.is_relative_to(zoo.cache_dir("torch")) and "torch" in path.parent.parent.name
+    assert ":" not in path.name and is_intact(path)
+    built = path.stat().st_mtime_ns
+    assert zoo.onnx_path("tv:resnet50", small=True) == path
+    assert path.stat().st_mtime_ns == built  # intact: not built again
+    path.write_bytes(b"cut short")
+    assert not is_intact(path)
+    assert zoo.onnx_path("tv:resnet50", small=True) == path and is_intact(path)
+    assert os.path.getsize(path) > 1_000_000  # the weights, not the garbage
+
+
+# ------------------------------------------------------------------------------ command line
+def test_default_model_is_the_torchvision_build_without_mxnet(monkeypatch) -> None:
+    args = build_parser().parse_args(["viz"])
+    monkeypatch.setitem(sys.modules, "mxnet", None)  # import mxnet -> ImportError
+    assert default_model_name() == DEFAULT_MODEL_WITHOUT_MXNET
+    job = resolve_job(args, default_model=True)
+    assert (job.model, job.target, job.strategy) == (DEFAULT_MODEL_WITHOUT_MXNET, "neuron@2020",
+                                                     "cost")
+
+
+def test_default_model_stays_the_gluoncv_build_with_mxnet() -> None:
+    pytest.importorskip("mxnet")
+    if importlib.util.find_spec("gluoncv") is None:
+        pytest.skip("gluoncv is not installed")
+    assert default_model_name() == DEFAULT_MODEL == "zoo:simple_pose_resnet152_v1b"
+
+
+def test_cli_lists_both_zoos_and_draws_a_tv_model(tmp_path, capsys) -> None:
+    assert main(["zoo"]) == 0
+    listing = capsys.readouterr().out
+    assert "tv:simple_pose_resnet152\n" in listing and "simple_pose_resnet152_v1b\n" in listing
+    assert "needs: torch, torchvision, onnxscript" in listing
+    assert "needs: mxnet, gluoncv" in listing
+    out = tmp_path / "pose.svg"
+    assert main(["viz", "tv:simple_pose_resnet152:small", "--target", "neuron@2020",
+                 "-o", str(out)]) == 0
+    assert "deconv.0" in out.read_text()
+    assert main(["viz", "tv:no_such_model", "-o", str(out)]) == 2
+    assert main(["viz", "tv:resnet50:large", "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "no zoo model named 'tv:no_such_model'" in err and "tv:NAME" in err
+
+
+def test_the_zoo_works_without_mxnet() -> None:
+    """Where MXNet does not import, the zoo module, its listing and the tv: builds still work
+    (gluoncv is imported only to build a Gluon model)."""
+    zoo.onnx_path("tv:resnet50", small=True)  # built here, where the test suite's cache is
+    script = (
+        "import sys\n"
+        "sys.modules['mxnet'] = sys.modules['gluoncv'] = None\n"
+        "from partition_lab import zoo\n"
+        "from partition_lab.cli import default_model_name, main\n"
+        "assert default_model_name() == 'tv:simple_pose_resnet152'\n"
+        "mod, params = zoo.load('tv:resnet50', small=True)\n"
+        "assert 'layer1.0.conv1.weight' in params\n"
+        "sys.exit(main(['zoo']))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    assert "tv:resnet50\n" in done.stdout
