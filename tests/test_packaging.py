@@ -238,25 +238,18 @@ def test_the_core_draws_an_onnx_model_without_mxnet(tmp_path):
     assert (tmp_path / "tiny.svg").read_text().lstrip().startswith(("<?xml", "<svg"))
 
 
-@pytest.mark.xfail(strict=True, reason="partition_lab.zoo imports gluoncv when it loads "
-                                        "(zoo/_gluoncv_import.py; issue 14 part A report)")
 def test_the_zoo_lists_its_models_without_mxnet(tmp_path):
     done = _run(_RUN_CLI, ["zoo"], tmp_path)
     assert done.returncode == 0, done.stderr
     assert "resnet50_v1" in done.stdout
 
 
-# The MXNet paths raise inside the frontend and the zoo (issue 14 part B's files): they pass once
-# require_mxnet is called there (the report of part A names the places); strict, so that the
-# marker goes when they do.
-_NOT_WIRED = pytest.mark.xfail(strict=True, reason="needs require_mxnet in the MXNet frontend "
-                                                   "and the zoo (issue 14 part A report)")
+# The MXNet paths of the frontend and the zoo call require_mxnet before their first MXNet import.
 _MXNET_CALLS = [
     pytest.param("partition_lab.load_model(sys.argv[2], {'data': (1, 3, 8, 8)})",
-                 "reading the MXNet model 'tiny-symbol.json'", id="load_model-symbol-json",
-                 marks=_NOT_WIRED),
+                 "reading the MXNet model 'tiny-symbol.json'", id="load_model-symbol-json"),
     pytest.param("from partition_lab import zoo; zoo.load('ssd_512_resnet50_v1_voc', small=True)",
-                 "the zoo model 'ssd_512_resnet50_v1_voc'", id="zoo-load", marks=_NOT_WIRED),
+                 "the zoo model 'ssd_512_resnet50_v1_voc'", id="zoo-load"),
 ]
 
 
@@ -272,10 +265,9 @@ def test_an_mxnet_api_path_without_mxnet_names_the_fix(tmp_path, call, what):
 
 @pytest.mark.parametrize("model_args, what", [
     pytest.param(["{tmp}/tiny-symbol.json", "--input-shape", "data=1,3,8,8"],
-                 "reading the MXNet model 'tiny-symbol.json'", id="symbol-json",
-                 marks=_NOT_WIRED),
+                 "reading the MXNet model 'tiny-symbol.json'", id="symbol-json"),
     pytest.param(["zoo:ssd_512_resnet50_v1_voc:small"], "the zoo model 'ssd_512_resnet50_v1_voc'",
-                 id="zoo", marks=_NOT_WIRED),
+                 id="zoo"),
 ])
 def test_an_mxnet_cli_path_without_mxnet_is_one_line_naming_the_fix(tmp_path, model_args, what):
     _tiny_symbol(tmp_path)

@@ -18,6 +18,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import partition_lab
+from partition_lab._optional import MissingDependencyError
 from partition_lab.api import bind_params
 from partition_lab.cli import main
 from partition_lab.errors import InputShapeError, ModelFormatError, PartitionLabError
@@ -245,11 +246,11 @@ def test_without_torch_the_error_is_one_line_naming_the_fix(tmp_path, monkeypatc
     model = tmp_path / "model.pt2"
     model.write_bytes(b"whatever")
     monkeypatch.setitem(sys.modules, "torch", None)  # import torch -> ImportError
-    with pytest.raises(PartitionLabError, match="needs torch.*pip install torch"):
+    with pytest.raises(MissingDependencyError, match=r"needs torch.*pip install 'partition-lab\[torch\]'"):
         load_model(model)
     assert main(["viz", str(model), "-o", str(tmp_path / "m.svg")]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "pip install torch" in err
+    assert err.count("\n") == 1 and "pip install 'partition-lab[torch]'" in err
 
 
 # ------------------------------------------------------------- the ONNX frontend, found here

@@ -51,6 +51,7 @@ from typing import Any, Literal
 import numpy as np
 
 from .._audience import option
+from .._optional import require_mxnet
 from ..errors import UnsupportedOperatorError
 from ._build import discard, is_intact, remove_stale_parts
 from ._catalog import ENTRIES, ZooEntry, entry
@@ -113,6 +114,7 @@ def mxnet_paths(name: str, *, small: bool = False) -> tuple[Path, Path]:
     params_path = folder / f"{name}-0000.params"
     if not (is_intact(symbol_path) and is_intact(params_path)):
         discard(symbol_path, params_path)  # cut, corrupted or left half-built: build again
+        require_mxnet(f"the zoo model {name!r}", gluoncv=True)
         from ._build import build_mxnet_files
 
         build_mxnet_files(zoo_entry, small, symbol_path, params_path)
@@ -245,6 +247,7 @@ def _file_stem(name: str) -> str:
 def _mxnet_outputs(
     symbol_path: Path, params_path: Path, inputs: Mapping[str, np.ndarray]
 ) -> list[np.ndarray]:
+    require_mxnet("reference outputs through MXNet")
     import mxnet as mx
 
     from ..relay.frontends._mxnet import read_params_file, read_symbol_json, symbol_from_json

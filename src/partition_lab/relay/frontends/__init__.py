@@ -20,6 +20,7 @@ from typing import Any
 
 import tvm
 
+from ..._optional import require_mxnet
 from ...errors import InputShapeError, ModelFormatError
 from ._common import existing_file
 from ._diagnostics import captured
@@ -158,6 +159,7 @@ def _load_file(
 
         return load_onnx(path, input_shapes, check=check_onnx)
     if suffix in MXNET_SUFFIXES:
+        require_mxnet(f"reading the MXNet model {path.name!r}")
         from ._mxnet import load_mxnet_symbol_file
 
         return load_mxnet_symbol_file(path, input_shapes, params_path, input_dtypes)

@@ -40,7 +40,8 @@ import onnx
 import tvm
 
 from ..._audience import shapes_option
-from ...errors import InputShapeError, ModelFormatError, PartitionLabError
+from ..._optional import MissingDependencyError
+from ...errors import InputShapeError, ModelFormatError
 from ._common import checked_shape
 
 Params = dict[str, tvm.nd.NDArray]
@@ -48,13 +49,14 @@ Params = dict[str, tvm.nd.NDArray]
 #: The ONNX opset the exporter writes. 18 is the exporter's lowest: asking for less makes it
 #: run ONNX's version converter, which fails on the Reduce nodes it writes.
 TORCH_ONNX_OPSET = 18
-TORCH_FIX = "pip install torch (and onnxscript, which torch.onnx.export uses)"
+TORCH_FIX = "pip install 'partition-lab[torch]' (torch, torchvision and onnxscript)"
 _SCOPES = "pkg.torch.onnx.name_scopes"
 _CLASSES = "pkg.torch.onnx.class_hierarchy"
 
 
 def require_torch(what: str) -> ModuleType:
-    """Import torch for ``what``, or raise a one-line :class:`PartitionLabError` naming the fix.
+    """Import torch for ``what``, or raise a one-line
+    :class:`~partition_lab._optional.MissingDependencyError` naming the fix.
 
     Triton (which CUDA builds of torch install) is hidden from torch unless it was imported
     already: TVM is loaded by now, and loading Triton's LLVM after TVM's crashes the process
@@ -67,8 +69,8 @@ def require_torch(what: str) -> ModuleType:
         try:
             importlib.import_module(package)
         except ImportError as exc:
-            raise PartitionLabError(f"{what} needs {package}, which is not installed; "
-                                    f"{TORCH_FIX}") from exc
+            raise MissingDependencyError(f"{what} needs {package}, which is not installed; "
+                                         f"{TORCH_FIX}") from exc
     return importlib.import_module("torch")
 
 
