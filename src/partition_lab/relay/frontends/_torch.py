@@ -49,7 +49,7 @@ Params = dict[str, tvm.nd.NDArray]
 #: The ONNX opset the exporter writes. 18 is the exporter's lowest: asking for less makes it
 #: run ONNX's version converter, which fails on the Reduce nodes it writes.
 TORCH_ONNX_OPSET = 18
-TORCH_FIX = "pip install 'partition-lab[torch]' (torch, torchvision and onnxscript)"
+TORCH_FIX = "pip install 'partition-lab[torch]' (torch and torchvision)"
 _SCOPES = "pkg.torch.onnx.name_scopes"
 _CLASSES = "pkg.torch.onnx.class_hierarchy"
 
