@@ -566,7 +566,7 @@ def _(d: Path):
 
 @case("bad-zoo-name")
 def _(d: Path):
-    return ["partition", "zoo:resnet50_v1:tiny"], "expected zoo:NAME or zoo:NAME:small"
+    return ["partition", "zoo:resnet50_v1:tiny"], "expected zoo:NAME or tv:NAME, optionally followed by :small"
 
 
 @case("input-shape-on-zoo")
