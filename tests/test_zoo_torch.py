@@ -189,3 +189,26 @@ def test_the_zoo_works_without_mxnet() -> None:
                           check=False)
     assert done.returncode == 0, done.stderr
     assert "tv:resnet50\n" in done.stdout
+
+
+@pytest.mark.parametrize("spec, parsed", [
+    ("zoo:resnet50_v1", ("resnet50_v1", False)), ("zoo:resnet50_v1:small", ("resnet50_v1", True)),
+    ("tv:resnet50", ("tv:resnet50", False)), ("tv:resnet50:small", ("tv:resnet50", True)),
+    ("tv:resnet50:tiny", None), ("zoo:", None), ("onnx:model", None),
+])
+def test_zoo_specs_parse_in_one_place(spec, parsed) -> None:
+    assert zoo.parse_spec(spec) == parsed
+    assert zoo.is_spec(spec) == spec.startswith(("zoo:", "tv:"))
+
+
+def test_profile_loads_torchvision_builds_by_name() -> None:
+    # profile() resolves model arguments itself (it also takes bundles): tv: names work there
+    # as in viz/partition/compare, and a malformed one says the expected form.
+    from partition_lab.errors import ProfileError
+    from partition_lab.profiling.profile import _load
+
+    mod, params = _load("tv:resnet50:small", None, None)
+    calls = calls_in_order(mod["main"])
+    assert params and any(source_name(c).startswith("layer1.0") for c in calls)
+    with pytest.raises(ProfileError, match="expected zoo:NAME or tv:NAME"):
+        _load("tv:resnet50:tiny", None, None)

@@ -148,9 +148,11 @@ def _same_file(a: Path, b: Path) -> bool:
 def input_files(model: str | None, target: str | None = None,
                 profile_cache: str | None = None) -> list[Path]:
     """The files a model command reads: the model (and MXNet ``.params`` beside a symbol
-    file), a target file and a profile cache; ``zoo:`` models and built-in targets have none."""
+    file), a target file and a profile cache; zoo models and built-in targets have none."""
+    from .zoo import is_spec
+
     files = []
-    if model and not model.startswith("zoo:"):
+    if model and not is_spec(model):
         path = Path(model)
         files.append(path)
         if path.name.endswith("-symbol.json") and path.parent.is_dir():

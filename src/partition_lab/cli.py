@@ -35,9 +35,6 @@ moves back to the CPU."""
 DEFAULT_MODEL_WITHOUT_MXNET = "tv:simple_pose_resnet152"
 """The default where MXNet does not import (Python 3.12+): the same architecture built with
 torchvision (see :func:`default_model_name`)."""
-ZOO_PREFIXES = ("zoo:", "tv:")
-"""Model arguments that name zoo models: ``zoo:NAME`` (gluoncv builds, and the others) and
-``tv:NAME`` (torchvision builds), each with an optional ``:small``."""
 DEFAULT_MODEL_TARGET = "neuron@2020"
 DEFAULT_MODEL_STRATEGY = "cost"
 DEFAULT_TARGET = "neuron"
@@ -554,7 +551,9 @@ def model_label(model: str) -> str:
 
 def is_zoo_model(model: str) -> bool:
     """Whether MODEL names a zoo model (``zoo:NAME``, ``tv:NAME``) rather than a file."""
-    return model.startswith(ZOO_PREFIXES)
+    from .zoo import is_spec
+
+    return is_spec(model)
 
 
 def default_model_name() -> str:
@@ -573,12 +572,12 @@ def default_model_name() -> str:
 
 def _zoo_name(model: str) -> tuple[str, bool]:
     """``(zoo name, small)``: ``zoo:NAME`` is ``NAME``, ``tv:NAME`` is ``tv:NAME``."""
-    prefix, _, rest = model.partition(":")
-    name, _, size = rest.partition(":")
-    if name and size in ("", "small"):
-        return (f"tv:{name}" if prefix == "tv" else name), size == "small"
-    raise UsageError(f"bad model {model!r}: expected zoo:NAME or tv:NAME, optionally followed "
-                     "by :small")
+    from .zoo import SPEC_FORM, parse_spec
+
+    parsed = parse_spec(model)
+    if parsed is None:
+        raise UsageError(f"bad model {model!r}: {SPEC_FORM}")
+    return parsed
 
 
 def run_partition_job(job: Job, args: argparse.Namespace) -> Any:
@@ -748,9 +747,9 @@ def run_profile(args: argparse.Namespace) -> int:
     bundle = is_bundle_path(model)
     if bundle and not Path(model).is_file():
         raise PartitionLabError(f"bundle {model} does not exist")
-    if not bundle and not model.startswith("zoo:") and not Path(model).exists():
+    if not bundle and not is_zoo_model(model) and not Path(model).exists():
         raise PartitionLabError(f"model {model} does not exist ({MODEL_HELP})")
-    if model.startswith("zoo:"):
+    if is_zoo_model(model):
         from . import zoo
 
         zoo.info(_zoo_name(model)[0])  # raises UnknownModelError listing the bundled models
@@ -780,7 +779,7 @@ def run_profile(args: argparse.Namespace) -> int:
     if args.device is not None and args.device != "cpu" and not args.device.startswith("cuda"):
         raise UsageError(f"bad --device {args.device!r}: expected cpu or cuda[:N]")
     cache = Path(args.cache) if args.cache else default_cache_path()
-    check_outputs([cache], [model] if not model.startswith("zoo:") else [])
+    check_outputs([cache], [model] if not is_zoo_model(model) else [])
     ProfileCache.load(cache, missing_ok=True)  # a corrupt cache fails before any measuring
     runner_options: dict[str, Any] = {}
     if args.runner == "tvm-rpc":

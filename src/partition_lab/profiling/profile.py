@@ -158,7 +158,8 @@ def profile(
     model_or_bundle:
         A bundle (:class:`~partition_lab.executors.graph_io.Bundle` or the path of a
         ``.json.gz`` bundle file: needs no TVM), a Relay ``IRModule`` (with ``params``), an
-        ``(IRModule, params)`` pair, or a model file / ``zoo:NAME[:small]`` (these need TVM).
+        ``(IRModule, params)`` pair, or a model file / ``zoo:NAME[:small]`` / ``tv:NAME[:small]``
+        (these need TVM).
     platform:
         A platform name, file or :class:`Platform` (for a bundle: default and must be the
         bundle's own).
@@ -370,7 +371,9 @@ def _stats(node: OpNode, timing: Timing, label: str, measured_at: str) -> OpStat
 
 
 def _stem(model: Any) -> str:
-    if not isinstance(model, (str, Path)) or str(model).startswith("zoo:"):
+    from ..zoo import is_spec
+
+    if not isinstance(model, (str, Path)) or is_spec(model):
         return ""
     stem = Path(model).name
     for suffix in (".json.gz", ".onnx", "-symbol.json", ".json"):
@@ -465,7 +468,9 @@ def progress_bar(enabled: bool) -> Iterator[StepFn | None]:
 
 def is_bundle_path(value: Any) -> bool:
     """Whether ``value`` names a bundle file (``.json.gz``, or gzip content)."""
-    if not isinstance(value, (str, Path)) or str(value).startswith("zoo:"):
+    from ..zoo import is_spec
+
+    if not isinstance(value, (str, Path)) or is_spec(value):
         return False
     path = Path(value)
     if str(path).endswith(".json.gz"):
@@ -497,13 +502,13 @@ def _resolve_model(model: Any, platform: Any, params: Mapping[str, Any] | None,
 
 def _load(spec: str, params: Mapping[str, Any] | None,
           input_shapes: Mapping[str, tuple[int, ...]] | None) -> tuple[Any, Any]:
-    if spec.startswith("zoo:"):
-        from .. import zoo
+    from .. import zoo
 
-        parts = spec.split(":")
-        if len(parts) not in (2, 3) or not parts[1] or (len(parts) == 3 and parts[2] != "small"):
-            raise ProfileError(f"bad model {spec!r}: expected zoo:NAME or zoo:NAME:small")
-        return zoo.load(parts[1], small=len(parts) == 3)
+    if zoo.is_spec(spec):
+        parsed = zoo.parse_spec(spec)
+        if parsed is None:
+            raise ProfileError(f"bad model {spec!r}: {zoo.SPEC_FORM}")
+        return zoo.load(parsed[0], small=parsed[1])
     from ..relay.frontends import load_model
 
     mod, loaded = load_model(spec, input_shapes)

@@ -57,9 +57,15 @@ from ._build import discard, is_intact, remove_stale_parts
 from ._catalog import ENTRIES, ZooEntry, entry
 
 __all__ = [
-    "ZooEntry", "cache_dir", "evaluation_names", "info", "load", "mxnet_paths", "names",
-    "onnx_path", "reference_outputs", "sample_inputs", "torchvision_names",
+    "ZooEntry", "cache_dir", "evaluation_names", "info", "is_spec", "load", "mxnet_paths",
+    "names", "onnx_path", "parse_spec", "reference_outputs", "sample_inputs",
+    "torchvision_names",
 ]
+
+#: Model arguments that name zoo models: ``zoo:NAME`` (gluoncv builds, and the others) and
+#: ``tv:NAME`` (torchvision builds), each with an optional ``:small``.
+SPEC_PREFIXES = ("zoo:", "tv:")
+SPEC_FORM = "expected zoo:NAME or tv:NAME, optionally followed by :small"
 
 #: Bump when a model definition, the seeding or the export changes: old cache entries are ignored.
 ZOO_VERSION = 1
@@ -67,6 +73,21 @@ ZOO_VERSION = 1
 TORCH_ZOO_VERSION = 1
 CACHE_ENV = "PARTITION_LAB_CACHE"
 Frontend = Literal["mxnet", "onnx"]
+
+
+def is_spec(model: object) -> bool:
+    """Whether a model argument names a zoo model (``zoo:NAME``, ``tv:NAME``), not a file."""
+    return isinstance(model, str) and model.startswith(SPEC_PREFIXES)
+
+
+def parse_spec(model: str) -> tuple[str, bool] | None:
+    """``(zoo name, small)`` of ``zoo:NAME[:small]`` (name ``NAME``) or ``tv:NAME[:small]``
+    (name ``tv:NAME``, as :func:`load` takes it); None if it is not of that form."""
+    prefix, _, rest = model.partition(":")
+    name, _, size = rest.partition(":")
+    if f"{prefix}:" not in SPEC_PREFIXES or not name or size not in ("", "small"):
+        return None
+    return (f"tv:{name}" if prefix == "tv" else name), size == "small"
 
 
 def names() -> list[str]:
