@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -45,8 +46,11 @@ def support_verdicts(
     """The target's verdict per node, with excluded nodes turned into rejections that say why.
 
     ``excl_node_names`` match a node's source name (ONNX/MXNet node name, as neuron-cc's
-    ``excl_node_names``) or its unique name; ``exclude_ops`` match Relay op names. An exclusion
-    matching nothing raises ExclusionError listing what exists.
+    ``excl_node_names``) or its unique name; a PyTorch module called several times has its
+    later calls named ``layer1.0.relu#2``, ``#3``..., and ``layer1.0.relu`` excludes all of them
+    (the module, as the user wrote it), ``layer1.0.relu#2`` that call alone. ``exclude_ops``
+    match Relay op names. An exclusion matching nothing raises ExclusionError listing what
+    exists.
     """
     verdicts = list(target.check_graph(graph))
     names = list(dict.fromkeys(excl_node_names))
@@ -54,7 +58,7 @@ def support_verdicts(
     _check_exclusions(graph, names, ops)
     name_set, op_set = set(names), set(ops)
     for node in graph:
-        hit = name_set & {node.source_name, node.name}
+        hit = name_set & _names_of(node)
         if hit:
             verdicts[node.id] = Verdict(
                 False, f"excluded by name {sorted(hit)[0]!r} (excl_node_names)", "excluded-by-name")
@@ -64,11 +68,24 @@ def support_verdicts(
     return verdicts
 
 
+#: The suffix the PyTorch frontend gives a module's second, third... call (``layer1.0.relu#2``).
+_REPEATED_CALL = re.compile(r"#\d+$")
+
+
+def _names_of(node: Any) -> set[str]:
+    """The names an exclusion may use for ``node``: its source name, its unique name, and for a
+    repeated call of a PyTorch module the module's own name."""
+    names = {node.source_name, node.name}
+    if node.source_name:
+        names.add(_REPEATED_CALL.sub("", node.source_name))
+    return names
+
+
 def _check_exclusions(graph: OpGraph, names: Sequence[str], ops: Sequence[str]) -> None:
     """Raise ExclusionError for an exclusion that matches nothing, naming the option as the
     user wrote it (``--exclude-node`` on the command line, ``excl_node_names`` in Python)."""
     model = graph.name or "the model"
-    known_names = {n.source_name for n in graph if n.source_name} | {n.name for n in graph}
+    known_names = {name for n in graph for name in _names_of(n) if name}
     missing = [name for name in names if name not in known_names]
     if missing:
         hints = "; ".join(_with_close_matches(name, known_names) for name in missing)
