@@ -27,7 +27,6 @@ import contextlib
 import importlib
 import io
 import logging
-import re
 import sys
 import warnings
 from collections import Counter
@@ -43,6 +42,7 @@ from ..._audience import shapes_option
 from ..._optional import MissingDependencyError
 from ...errors import InputShapeError, ModelFormatError
 from ._common import checked_shape
+from ._spans import first_call_name
 
 Params = dict[str, tvm.nd.NDArray]
 
@@ -198,7 +198,7 @@ def module_path(source: str) -> tuple[str, str | None]:
     """``(module path, op)`` of a source name :func:`name_nodes_by_module` gave:
     ``layer1.0.relu#2`` -> ``("layer1.0.relu", None)``, ``layer1.0/add`` ->
     ``("layer1.0", "add")``."""
-    base = re.sub(r"#\d+$", "", source)
+    base = first_call_name(source)
     path, slash, op = base.rpartition("/")
     return (path, op) if slash else (base, None)
 

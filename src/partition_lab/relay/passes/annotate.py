@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import difflib
-import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -12,6 +11,7 @@ from ...core.graph import OpGraph
 from ...core.plan import CPU, Support, Verdict, host_verdict
 from ...core.platform import Platform
 from ...errors import ExclusionError
+from ..frontends._spans import first_call_name
 
 
 def support_table(
@@ -68,16 +68,12 @@ def support_verdicts(
     return verdicts
 
 
-#: The suffix the PyTorch frontend gives a module's second, third... call (``layer1.0.relu#2``).
-_REPEATED_CALL = re.compile(r"#\d+$")
-
-
 def _names_of(node: Any) -> set[str]:
     """The names an exclusion may use for ``node``: its source name, its unique name, and for a
     repeated call of a PyTorch module the module's own name."""
     names = {node.source_name, node.name}
     if node.source_name:
-        names.add(_REPEATED_CALL.sub("", node.source_name))
+        names.add(first_call_name(node.source_name))
     return names
 
 
