@@ -559,15 +559,13 @@ def is_zoo_model(model: str) -> bool:
 def default_model_name() -> str:
     """:data:`DEFAULT_MODEL`, or its torchvision build where MXNet or gluoncv does not import
     (they install on Python 3.11 only)."""
-    import importlib
-    import importlib.util
+    from ._optional import MissingDependencyError, require_mxnet
 
     try:
-        importlib.import_module("mxnet")
-    except Exception:  # not installed; or beside numpy >= 1.24, an AttributeError
+        require_mxnet("the default model", gluoncv=True)
+    except MissingDependencyError:
         return DEFAULT_MODEL_WITHOUT_MXNET
-    # gluoncv is looked for, not imported: its import refuses to run beside torch >= 2.
-    return DEFAULT_MODEL if importlib.util.find_spec("gluoncv") else DEFAULT_MODEL_WITHOUT_MXNET
+    return DEFAULT_MODEL
 
 
 def _zoo_name(model: str) -> tuple[str, bool]:

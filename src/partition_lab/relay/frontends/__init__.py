@@ -100,8 +100,9 @@ def load_model(
     ModelFormatError
         The file is not a model of the kind its suffix says (corrupt, truncated, other format),
         or the suffix is not one of the supported ones.
-    PartitionLabError
-        A PyTorch source, and torch or onnxscript is not installed.
+    MissingDependencyError
+        A PyTorch source, and torch or onnxscript is not installed; an MXNet source without
+        MXNet.
     UnsupportedOperatorError
         TVM's frontend cannot convert one of the model's operators (named with its nodes).
     InputShapeError
