@@ -32,7 +32,7 @@ import numpy as np  # noqa: E402
 
 from partition_lab import zoo  # noqa: E402
 from partition_lab.api import analyze  # noqa: E402
-from partition_lab.core.plan import Verdict  # noqa: E402
+from partition_lab.core.support import Support, Verdict  # noqa: E402
 from partition_lab.relay.passes.outline import outline  # noqa: E402
 from partition_lab.relay.passes.tvm_reference import tvm_chain_regions  # noqa: E402
 from partition_lab.strategies import get_strategy  # noqa: E402
@@ -46,7 +46,6 @@ def ours(analysis, verdicts=None) -> tuple[float, list[frozenset[int]], float]:
     target's (which are computed, and timed, otherwise)."""
     from tvm import relay
 
-    from partition_lab.core.plan import Support
     from partition_lab.relay.passes.annotate import support_table
     from partition_lab.relay.relay_graph import relay_graph
 

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from partition_lab import synthetic
-from partition_lab.core.plan import Support, host_verdict
+from partition_lab.core.support import Support, host_verdict
 from partition_lab.core.platform import get_platform
 from partition_lab.cost_models import evaluate, get_cost_model
 from partition_lab.strategies import NotApplicableError, available_strategies, get_strategy

@@ -12,7 +12,7 @@ import tvm
 import partition_lab
 from partition_lab import zoo
 from partition_lab.api import analyze, bind_params
-from partition_lab.core.plan import Verdict
+from partition_lab.core.support import Verdict
 from partition_lab.errors import ExclusionError, UnknownTargetError
 from partition_lab.relay.passes import (
     AnnotateSupport,

@@ -135,7 +135,7 @@ def test_example_platform_file_has_an_npu_a_dsp_and_the_host() -> None:
     assert (npu.role, npu.compiler, npu.memory) == ("byoc", "npu", "npu")
     assert (dsp.role, dsp.compiler, dsp.memory) == ("byoc", "dsp", "npu")
     assert cpu.is_host and platform.main is cpu
-    assert npu.spec.anchors == {"nn.conv2d", "nn.dense"} and not dsp.spec.anchors
+    assert npu.target.anchors == {"nn.conv2d", "nn.dense"} and not dsp.target.anchors
     model = get_cost_model(platform)
     # The DSP shares the NPU's memory: no copy between them, a priced copy to the host.
     assert model.transfer_time(1e6, "npu", "dsp") == 0

@@ -13,7 +13,9 @@ from hypothesis import strategies as st
 from partition_lab import synthetic
 from partition_lab.core.graph import OpGraph
 from partition_lab.core.ops import MAC_OPS
-from partition_lab.core.plan import CPU, PartitionPlan, Support, Verdict, host_verdict
+from partition_lab.core.plan import PartitionPlan
+from partition_lab.core.platform import HOST
+from partition_lab.core.support import Support, Verdict, host_verdict
 from partition_lab.core.platform import AS_PREPARED, Device, Platform, get_platform, host_device
 from partition_lab.cost_models import evaluate, get_cost_model
 from partition_lab.errors import PlanError, TargetSpecError
@@ -35,7 +37,7 @@ def test_built_in_platforms() -> None:
     assert neuron.names == ["neuron@2020", "cpu"] and neuron.primary.compiler == "neuron_2020"
     assert neuron.main.name == "cpu"
     assert get_platform("cpu").names == ["cpu"]
-    assert get_platform("tensorcore", precision="fp32").primary.spec.options["precision"] == "fp32"
+    assert get_platform("tensorcore", precision="fp32").primary.target.options["precision"] == "fp32"
 
 
 def test_preference_is_a_field_not_list_order() -> None:
@@ -90,7 +92,7 @@ def three_devices(anchored: bool = True) -> Platform:
 def random_support(graph: OpGraph, platform: Platform, seed: int,
                    anchored: bool = True) -> Support:
     rng = random.Random(seed)
-    table: dict[str, list[Verdict]] = {CPU: [host_verdict() for _ in graph]}
+    table: dict[str, list[Verdict]] = {HOST: [host_verdict() for _ in graph]}
     for device in platform.accelerators:
         row = []
         for node in graph:
@@ -203,7 +205,7 @@ def test_greedy_puts_ops_a_byoc_device_rejects_on_the_general_cores_not_the_host
                     for node in graph]
     support = Support(platform, {"fast": rejects_tanh,
                                  "general": [Verdict(True, "all", "r") for _ in graph],
-                                 CPU: [host_verdict() for _ in graph]})
+                                 HOST: [host_verdict() for _ in graph]})
     plan = get_strategy("greedy").run(graph, support)
     devices = [d.device for d in plan.decisions]
     assert devices == ["fast", "fast", "fast", "general", "fast"]
@@ -217,7 +219,7 @@ def test_an_anchorless_group_falls_back_to_the_next_device() -> None:
     fast = [Verdict(node.op != "tanh", "fast rule", "r", anchor=node.op == "nn.conv2d")
             for node in graph]
     support = Support(platform, {"fast": fast, "general": [Verdict(True, "ok", "r")] * 4,
-                                 CPU: [host_verdict()] * 4})
+                                 HOST: [host_verdict()] * 4})
     plan = get_strategy("greedy").run(graph, support)
     assert [d.device for d in plan.decisions] == ["fast", "general", "general", "general"]
     assert "ride along" in plan.decisions[2].reason
@@ -257,7 +259,7 @@ def test_validate_catches_unknown_devices_rejected_ops_and_shuffled_regions() ->
     platform = three_devices()
     support = Support(platform, {
         "fast": [Verdict(n.op != "tanh", "rule", "r", anchor=True) for n in graph],
-        "general": [Verdict(True, "ok", "r")] * 3, CPU: [host_verdict()] * 3})
+        "general": [Verdict(True, "ok", "r")] * 3, HOST: [host_verdict()] * 3})
     plan = get_strategy("greedy").run(graph, support)
     data = plan.to_dict()
     data["nodes"][1]["device"] = data["regions"][1]["device"] = "fast"

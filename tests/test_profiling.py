@@ -21,7 +21,8 @@ from typing import Any
 import pytest
 
 from partition_lab.core.graph import OpGraph, OpGraphBuilder, TensorType
-from partition_lab.core.plan import PartitionPlan, Support, Verdict
+from partition_lab.core.plan import PartitionPlan
+from partition_lab.core.support import Support, Verdict
 from partition_lab.core.platform import get_platform
 from partition_lab.cost_models.measured import op_signature
 from partition_lab.errors import ProfileError

@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 from partition_lab import synthetic
 from partition_lab.core import regions as regions_module
 from partition_lab.core.graph import OpGraph, OpGraphBuilder, TensorType
-from partition_lab.core.plan import PartitionPlan, Verdict
+from partition_lab.core.plan import PartitionPlan
+from partition_lab.core.support import Verdict
 from partition_lab.core.regions import _expand, _has_cycle, _merge, form_regions
 
 TUPLE_OPS = {"concatenate", "stack", "meshgrid", "einsum"}

@@ -25,7 +25,8 @@ from partition_lab import (
     render,
     synthetic,
 )
-from partition_lab.core.plan import CPU, Support, host_verdict
+from partition_lab.core.platform import HOST
+from partition_lab.core.support import Support, host_verdict
 from partition_lab.core.platform import Device, Platform, get_platform, host_device
 from partition_lab.cost_models.base import evaluate
 from partition_lab.render import graphviz as render_graphviz
@@ -412,7 +413,7 @@ def three_device_plan(platform: Platform | None = None, strategy: str = "greedy"
     graph = synthetic.chain(THREE_OPS)
     table = {"npu": [npu_verdict(n.op) for n in graph],
              "dsp": [Verdict(n.op != "sign", f"{n.op}: DSP rule", "dsp-ops") for n in graph],
-             CPU: [host_verdict() for _ in graph]}
+             HOST: [host_verdict() for _ in graph]}
     for device in platform.devices:  # further devices take nothing
         table.setdefault(device.name, [Verdict(False, "idle", "none") for _ in graph])
     plan = get_strategy(strategy).run(graph, Support(platform, table))
@@ -524,7 +525,7 @@ def test_reasons_are_grouped_by_their_text():
     npu = [Verdict(False, f"{n.op}: rule A rejects shape {n.id}", "rule-a") if n.op != "tanh"
            else Verdict(False, "tanh: rule B", "rule-b") for n in graph]
     support = Support(platform, {"npu": npu, "dsp": [Verdict(False, "no", "dsp")] * 6,
-                                 CPU: [host_verdict() for _ in graph]})
+                                 HOST: [host_verdict() for _ in graph]})
     plan = get_strategy("greedy").run(graph, support)
     assert [r.label for r in plan.regions] == ["cpu0"]
     ranked = render_view._region_reasons(render_view._PlanView(plan, None), plan.regions[0])
@@ -547,7 +548,7 @@ def test_copies_within_one_memory_are_not_cuts_and_each_domain_gets_one_label():
     ok = Verdict(True, "ok", "r")
     table = {"tensorcore": [Verdict(n.op in ("nn.dense", "nn.relu"), f"{n.op}: no", "r",
                                     anchor=n.op == "nn.dense") for n in g],
-             "cuda": [ok] * len(g), CPU: [host_verdict() for _ in g]}
+             "cuda": [ok] * len(g), HOST: [host_verdict() for _ in g]}
     plan = PartitionPlan.from_devices(g, Support(platform, table), "by hand",
                                       ["tensorcore", "tensorcore", "cuda", "cpu"])
     plan.validate()
@@ -588,7 +589,7 @@ def tensorcore_graph():
 
 def plan_on(platform_name: str, graph) -> PartitionPlan:
     platform = get_platform(platform_name)
-    support = Support(platform, {d.name: d.spec.check_graph(graph) if not d.is_host else
+    support = Support(platform, {d.name: d.target.check_graph(graph) if not d.is_host else
                                  [host_verdict() for _ in graph] for d in platform.devices})
     plan = get_strategy("greedy").run(graph, support)
     plan.validate()
@@ -705,7 +706,7 @@ def test_a_collapsed_island_shows_each_text_of_one_rule_with_its_count():
     words = ["cin 3 is not a multiple of 16", batch, batch, batch]
     npu = [Verdict(False, f"{n.op}: {words[n.id]}", "shape") for n in graph]
     support = Support(npu_dsp_cpu(), {"npu": npu, "dsp": [Verdict(False, "no", "dsp")] * 4,
-                                      CPU: [host_verdict() for _ in graph]})
+                                      HOST: [host_verdict() for _ in graph]})
     plan = get_strategy("greedy").run(graph, support)
     drawn = page_text(svg_of(plan, None, collapse=True))
     assert "e.g." not in drawn

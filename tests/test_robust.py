@@ -7,7 +7,7 @@ import math
 import pytest
 
 from partition_lab import synthetic
-from partition_lab.core.plan import Support
+from partition_lab.core.support import Support
 from partition_lab.cost_models import evaluate, get_cost_model
 from partition_lab.errors import PartitionLabError
 from partition_lab.strategies import get_strategy

@@ -15,7 +15,9 @@ from optimal_notes import check_optimal_note
 from partition_lab import synthetic
 from partition_lab.comparison import compare_plans
 from partition_lab.core.graph import OpGraph
-from partition_lab.core.plan import CPU, PartitionPlan, Verdict
+from partition_lab.core.plan import PartitionPlan
+from partition_lab.core.platform import HOST
+from partition_lab.core.support import Verdict
 from partition_lab.cost_models import evaluate, get_cost_model
 from partition_lab.errors import PartitionLabError, PlanError, UnknownStrategyError
 from partition_lab.strategies import (
@@ -122,7 +124,7 @@ def test_every_strategy_gives_a_valid_explained_plan_and_optimal_is_lowest(case,
         assert plan.strategy == row.strategy
         for d in plan.decisions:
             assert d.reason, (row.strategy, graph[d.node].name)
-            if d.device == CPU and verdicts[d.node].supported and row.strategy != "all_cpu":
+            if d.device == HOST and verdicts[d.node].supported and row.strategy != "all_cpu":
                 assert "the strategy kept it on the CPU" not in d.reason, d.reason
         tables = CostTables(graph, model, plan.platform)
         device = [plan.platform.index(d.device) for d in plan.decisions]
@@ -142,7 +144,7 @@ def test_anchorless_regions_are_dropped_with_a_reason() -> None:
     plan.validate()
     assert [len(r.nodes) for r in plan.accelerator_regions] == [2, 1]
     reason = plan.decisions[3].reason
-    assert plan.decisions[3].device == CPU
+    assert plan.decisions[3].device == HOST
     assert reason == ("its group of supported ops holds no tensorcore compute op "
                       "(only nn.relu, add) to ride along with")
 
@@ -217,7 +219,7 @@ def test_simple_pose_story_cost_and_optimal_keep_bn_relu_regions_on_the_cpu() ->
     greedy_total = evaluate(greedy, NEURON).total
     for name in ("cost", "optimal"):
         plan = get_strategy(name).run(graph, verdicts, target="neuron@2020", cost_model=NEURON)
-        assert all(plan.device_of(n) == CPU for n in excluded), name
+        assert all(plan.device_of(n) == HOST for n in excluded), name
         total = evaluate(plan, NEURON).total
         assert total <= hand_total * (1 + 1e-9) and total < greedy_total, name
     cost_plan = get_strategy("cost").run(graph, verdicts, target="neuron@2020",

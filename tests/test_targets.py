@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from partition_lab.core.graph import OpGraphBuilder, OpNode, TensorType
-from partition_lab.core.plan import Verdict
+from partition_lab.core.support import Verdict
 from partition_lab.errors import TargetSpecError, UnknownTargetError
 from partition_lab.targets import (
     AnyOf,

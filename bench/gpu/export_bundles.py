@@ -29,7 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from partition_lab.comparison import compare_plans
-from partition_lab.core.plan import CPU, PartitionPlan, Support
+from partition_lab.core.plan import PartitionPlan
+from partition_lab.core.platform import HOST
+from partition_lab.core.support import Support
 from partition_lab.cost_models.base import evaluate
 from partition_lab.errors import PlanError
 from partition_lab.executors.graph_io import Bundle, read_bundle, write_bundle

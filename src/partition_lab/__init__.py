@@ -14,7 +14,9 @@ import importlib
 from typing import Any
 
 from .core.graph import OpGraph, OpGraphBuilder, TensorType
-from .core.plan import CPU, PartitionPlan, Region, Verdict
+from .core.plan import PartitionPlan, Region
+from .core.platform import HOST
+from .core.support import Verdict
 from .errors import PartitionLabError
 
 __version__ = "0.1.0"
@@ -28,11 +30,12 @@ _LAZY = {
     "Comparison": ("partition_lab.comparison", "Comparison"),
     "graph_from_relay": ("partition_lab.relay.relay_graph", "graph_from_relay"),
     "get_target": ("partition_lab.targets", "get_target"),
+    "get_platform": ("partition_lab.targets", "get_platform"),
     "TargetSpec": ("partition_lab.targets", "TargetSpec"),
 }
 
 __all__ = [
-    "CPU", "OpGraph", "OpGraphBuilder", "PartitionLabError", "PartitionPlan", "Region",
+    "HOST", "OpGraph", "OpGraphBuilder", "PartitionLabError", "PartitionPlan", "Region",
     "TensorType", "Verdict", *_LAZY,
 ]
 

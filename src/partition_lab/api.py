@@ -10,20 +10,26 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from os import PathLike
 from typing import Any
 
 import tvm
 from tvm import relay
 
+from .comparison import Comparison, compare_plans
 from .core.graph import OpGraph
-from .core.plan import PartitionPlan, Support, Verdict
-from .core.platform import Platform, get_platform
+from .core.plan import PartitionPlan
+from .core.platform import Platform
+from .core.support import Support, Verdict
+from .cost_models import get_cost_model
 from .cost_models.base import CostBreakdown, CostModel, evaluate
 from .errors import PartitionLabError
 from .relay.passes.annotate import support_table
 from .relay.passes.outline import outline, with_compiler
 from .relay.passes.prepare import prepare
 from .relay.relay_graph import RelayGraph, relay_graph
+from .strategies import default_strategy, get_strategy
+from .targets import TargetSpec, get_platform
 
 
 @dataclass(repr=False)
@@ -71,7 +77,7 @@ class PartitionResult:
 
     def __repr__(self) -> str:  # short: the modules and the graph are megabytes of text
         total = f", predicted {self.cost.total * 1e3:.3f} ms" if self.cost is not None else ""
-        return (f"PartitionResult({self.graph.name or 'graph'!r}, target={self.plan.target!r}, "
+        return (f"PartitionResult({self.graph.name or 'graph'!r}, platform={self.plan.platform_name!r}, "
                 f"strategy={self.plan.strategy!r}, {len(self.plan.accelerator_regions)} "
                 f"accelerator region(s), {len(self.plan.cpu_regions)} CPU island(s), "
                 f"{len(self.graph)} ops{total})")
@@ -98,7 +104,7 @@ class Analysis:
     @property
     def target(self) -> Any:
         """The primary accelerator's TargetSpec (its rules and options)."""
-        return self.platform.primary.spec
+        return self.platform.primary.target
 
     @property
     def verdicts(self) -> tuple[Verdict, ...]:
@@ -108,7 +114,7 @@ class Analysis:
 
 def analyze(
     mod: tvm.IRModule,
-    target: Any,
+    target: str | PathLike[str] | TargetSpec | Platform,
     *,
     params: Mapping[str, Any] | None = None,
     excl_node_names: Iterable[str] = (),
@@ -121,11 +127,9 @@ def analyze(
 ) -> Analysis:
     """Prepare ``mod`` for a platform and compute every (op, device) verdict.
 
-    ``target`` names a platform (see :func:`~partition_lab.core.platform.get_platform`);
+    ``target`` names a platform (see :func:`~partition_lab.targets.get_platform`);
     ``compiler`` sets the ``Compiler`` name of its BYOC device(s) (see :func:`partition`).
     """
-    from .cost_models import get_cost_model
-
     platform = with_compiler(get_platform(target, **target_options), compiler)
     name = name or _module_name(mod)  # before binding: a new module drops the attributes
     mod = bind_params(mod, params)
@@ -141,7 +145,7 @@ def analyze(
 
 def partition(
     mod: tvm.IRModule,
-    target: Any,
+    target: str | PathLike[str] | TargetSpec | Platform,
     *,
     params: Mapping[str, Any] | None = None,
     strategy: str | None = None,
@@ -175,8 +179,6 @@ def partition(
 
     The plan is validated before the module is rewritten; the result explains every decision.
     """
-    from .strategies import default_strategy, get_strategy
-
     timings: dict[str, float] = {}
     start = time.perf_counter()
     analysis = analyze(mod, target, params=params, excl_node_names=excl_node_names,
@@ -200,7 +202,7 @@ def partition(
 
 def compare(
     mod: tvm.IRModule,
-    target: Any,
+    target: str | PathLike[str] | TargetSpec | Platform,
     *,
     params: Mapping[str, Any] | None = None,
     strategies: Iterable[Any] | None = None,
@@ -210,15 +212,13 @@ def compare(
     exclude_ops: Iterable[str] = (),
     name: str = "",
     **target_options: Any,
-) -> Any:
+) -> Comparison:
     """Every strategy (or ``strategies``) on one model and target, priced by one cost model.
 
     Returns a :class:`~partition_lab.comparison.Comparison`: ``.rows`` (regions, ops on the
     accelerator, tensors and bytes crossing, predicted compute per device, copies, launches,
     total), ``.plans``, ``.to_table()`` and ``.to_json()``. The model is prepared once.
     """
-    from .comparison import compare_plans
-
     analysis = analyze(mod, target, params=params, excl_node_names=excl_node_names,
                        exclude_ops=exclude_ops, cost_model=cost_model, profile_cache=profile_cache,
                        name=name, **target_options)

@@ -21,11 +21,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
-from . import _signals
+from . import __version__, _signals, strategies
 from ._audience import command_line
 from ._outputs import check_outputs, input_files, write_together
-from .errors import InputShapeError, PartitionLabError
+from .core.platform import HOST, Platform
+from .cost_models import available_profiles, get_cost_model, load_profile
+from .errors import InputShapeError, PartitionLabError, ProfileError, TargetSpecError
 from .progress import Progress
+from .targets import available_targets, get_platform
 
 PROG = "partition-lab"
 DEFAULT_MODEL = "zoo:simple_pose_resnet152_v1b"
@@ -156,7 +159,6 @@ def one_line(exc: BaseException) -> str:
 # ---------------------------------------------------------------------------------- parser
 def build_parser() -> argparse.ArgumentParser:
     """The argparse parser of every command (exposed for documentation and tests)."""
-    from . import __version__
 
     parser = _Parser(prog=PROG, formatter_class=argparse.RawDescriptionHelpFormatter,
                      description="Split a network into accelerator subgraphs and CPU islands, "
@@ -201,13 +203,11 @@ def _examples(*lines: str) -> str:
 
 def _choices_text() -> str:
     """The targets, strategies and strategy options, read from their registries."""
-    from .strategies import available_strategies, option_fields
-    from .targets import available_targets
-
     lines = [f"targets: {', '.join(available_targets())} (or a TOML/JSON target file)",
              "strategies (options as --option KEY=VALUE, defaults shown):"]
-    for name in available_strategies():
-        options = ", ".join(f"{field}={default}" for field, _, default, _ in option_fields(name))
+    for name in strategies.available_strategies():
+        options = ", ".join(f"{field}={default}"
+                            for field, _, default, _ in strategies.option_fields(name))
         lines.append(f"  {name}" + (f" ({options})" if options else ""))
     return "\n".join(lines) + "\n\n"
 
@@ -435,7 +435,6 @@ def parse_strategies(text: str | None) -> list[str] | None:
     """
     if text is None:
         return None
-    from . import strategies
 
     names = [name.strip() for name in text.split(",")]
     if not all(names):
@@ -466,8 +465,8 @@ class Job:
     """What a model command resolved from its arguments, checked before any slow step."""
 
     model: str
-    target: str
-    target_options: dict[str, Any]
+    target: str  # as the user wrote it (a name or a file), for messages and file names
+    platform: Platform  # what it names, with the target options applied
     strategy: str
     strategy_options: dict[str, Any]
     input_shapes: dict[str, tuple[int, ...]]
@@ -479,9 +478,6 @@ class Job:
 
 def resolve_job(args: argparse.Namespace, *, default_model: bool = False) -> Job:
     """Check target, strategy, options and shapes up front, so bad input fails in milliseconds."""
-    from . import strategies
-    from .core.platform import get_platform
-
     model = args.model
     target_name, strategy = args.target, getattr(args, "strategy", None)
     if model is None and default_model:
@@ -498,12 +494,8 @@ def resolve_job(args: argparse.Namespace, *, default_model: bool = False) -> Job
     strategies.get_strategy(strategy, **strategy_options)  # raises UnknownStrategyError
     platform = get_platform(target_name, **target_options)  # raises UnknownTargetError
     if not args.profile:
-        from .targets.user import check_cost_profiles
-
         check_cost_profiles(platform)  # a target file without default_profile
     if args.profile:
-        from .cost_models import load_profile
-
         load_profile(args.profile)  # raises ProfileError listing the profiles
     cache = getattr(args, "profile_cache", None)
     if cache:
@@ -518,7 +510,7 @@ def resolve_job(args: argparse.Namespace, *, default_model: bool = False) -> Job
     if shapes and is_zoo_model(model):
         raise InputShapeError("--input-shape applies to model files; zoo models have fixed "
                               "shapes (see 'partition-lab zoo')")
-    return Job(model, target_name, target_options, strategy, strategy_options, shapes,
+    return Job(model, target_name, platform, strategy, strategy_options, shapes,
                args.profile, Progress(True if args.progress else None), cache,
                args.onnx_check)
 
@@ -586,13 +578,12 @@ def run_partition_job(job: Job, args: argparse.Namespace) -> Any:
     mod, params = load(job, args.frontend)
     with job.progress.step(f"partitioning for {job.target} ({job.strategy})"), \
             quiet_tvm_logs(not getattr(args, "debug", False)):
-        return partition(mod, job.target, params=params, strategy=job.strategy,
+        return partition(mod, job.platform, params=params, strategy=job.strategy,
                          name=model_label(job.model),
                          excl_node_names=tuple(args.exclude_node),
                          exclude_ops=tuple(args.exclude_op), cost_model=job.profile, profile_cache=job.profile_cache,
                          strategy_options=job.strategy_options or None,
-                         compiler=parse_compiler(getattr(args, "compiler", [])),
-                         **job.target_options)
+                         compiler=parse_compiler(getattr(args, "compiler", [])))
 
 
 def parse_compiler(specs: Sequence[str]) -> str | dict[str, str] | None:
@@ -623,11 +614,10 @@ def check_gate(args: argparse.Namespace) -> int | None:
 def gate_status(plan: Any, limit: int | None) -> int:
     """0, or EXIT_FALLBACK (with one line on stderr) when more than ``limit`` ops are on the
     host CPU."""
-    from .core.plan import CPU
 
     if limit is None:
         return 0
-    host = [plan.graph[d.node].name for d in plan.decisions if d.device == CPU]
+    host = [plan.graph[d.node].name for d in plan.decisions if d.device == HOST]
     if len(host) <= limit:
         return 0
     shown = ", ".join(host[:5]) + (f" and {len(host) - 5} more" if len(host) > 5 else "")
@@ -722,10 +712,10 @@ def run_compare(args: argparse.Namespace) -> int:
 
     with job.progress.step(f"preparing for {job.target}"), \
             quiet_tvm_logs(not getattr(args, "debug", False)):
-        analysis = analyze(mod, job.target, params=params, name=model_label(job.model),
+        analysis = analyze(mod, job.platform, params=params, name=model_label(job.model),
                            excl_node_names=tuple(args.exclude_node),
-                           exclude_ops=tuple(args.exclude_op), cost_model=job.profile, profile_cache=job.profile_cache,
-                           **job.target_options)
+                           exclude_ops=tuple(args.exclude_op), cost_model=job.profile,
+                           profile_cache=job.profile_cache)
     with job.progress.step(f"comparing {len(names) if names else 'all'} strategies"):
         comparison = compare_plans(analysis.graph, analysis.support, strategies=names,
                                    cost_model=analysis.cost_model)
@@ -761,8 +751,6 @@ def run_profile(args: argparse.Namespace) -> int:
         raise UsageError(f"{' and '.join(model_only)} {verb} to a model, not a bundle: its plans "
                          "were made with the shapes and options it was exported with")
     if args.platform and not bundle:
-        from .core.platform import get_platform
-
         get_platform(args.platform, **options)  # raises UnknownTargetError
     shapes = parse_input_shapes(args.input_shape)
     if args.runner == "tvm-rpc":
@@ -794,16 +782,27 @@ def run_profile(args: argparse.Namespace) -> int:
     return 0
 
 
+def check_cost_profiles(platform: Platform) -> None:
+    """:class:`TargetSpecError` if the cost model cannot price a device of ``platform`` without
+    ``--profile``, said in the CLI's terms and before the model loads (a target file without
+    ``default_profile`` otherwise fails after the whole load)."""
+    try:
+        get_cost_model(platform)
+    except ProfileError:
+        names = ", ".join(d.name for d in platform.accelerators if not d.profile)
+        raise TargetSpecError(
+            f"target {platform.name!r} names no hardware profile for {names}; pass --profile "
+            f"with one of {', '.join(available_profiles())}, or set default_profile in the "
+            "target file") from None
+
+
 def run_targets(args: argparse.Namespace) -> int:
     """``partition-lab targets``: every built-in platform, its devices, and their rules."""
-    from . import targets
-    from .core.platform import get_platform
-
-    for i, name in enumerate(targets.available_targets()):
+    for i, name in enumerate(available_targets()):
         platform = get_platform(name)
         print(("\n" if i else "") + platform.describe())
         for device in platform.accelerators:
-            print(device.spec.describe())
+            print(device.target.describe())
     return 0
 
 

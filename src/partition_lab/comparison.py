@@ -33,12 +33,13 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from .core.graph import OpGraph
-from .core.plan import PartitionPlan, Support, Verdict, as_support
+from .core.plan import PartitionPlan
+from .core.support import Support
 from .cost_models.base import CostBreakdown, CostModel, evaluate
 from .strategies import NotApplicableError, Strategy, available_strategies, get_strategy
 from .strategies.costing import UNCERTAINTY_METHODS, CostTables
@@ -87,7 +88,7 @@ class Comparison:
     """The rows of a comparison plus every plan and its cost breakdown, by strategy name."""
 
     graph: OpGraph
-    target: str
+    platform_name: str
     cost_model: str
     rows: list[ComparisonRow]
     devices: list[str] = field(default_factory=list)
@@ -109,7 +110,7 @@ class Comparison:
     def to_dict(self) -> dict[str, Any]:
         best = self.best()
         return {
-            "schema": SCHEMA, "graph": self.graph.name, "target": self.target,
+            "schema": SCHEMA, "graph": self.graph.name, "target": self.platform_name,
             "cost_model": self.cost_model, "ops": len(self.graph), "devices": list(self.devices),
             "best": best.strategy if best else None,
             "rows": [row.to_dict() for row in self.rows],
@@ -142,7 +143,7 @@ class Comparison:
                 f"{row.partition_s:.3f}"))
         widths = [max(len(str(c)) for c in col) for col in zip(header, *lines, strict=True)]
         best = self.best()
-        out = [f"{self.graph.name or 'graph'} on {self.target} ({len(self.graph)} ops), "
+        out = [f"{self.graph.name or 'graph'} on {self.platform_name} ({len(self.graph)} ops), "
                f"cost model {self.cost_model}"]
         if many:
             out.append(f"ops per device: {' / '.join(self.devices)}; 'accel ms' is every "
@@ -162,7 +163,7 @@ class Comparison:
 
     def __repr__(self) -> str:  # short: the plans hold the whole graph (MBs of text)
         best = self.best()
-        return (f"Comparison({self.graph.name or 'graph'!r}, target={self.target!r}, "
+        return (f"Comparison({self.graph.name or 'graph'!r}, platform={self.platform_name!r}, "
                 f"{len(self.rows)} strategies, best={best.strategy if best else None!r})")
 
     def __str__(self) -> str:
@@ -171,9 +172,8 @@ class Comparison:
 
 def compare_plans(
     graph: OpGraph,
-    support: Support | Sequence[Verdict],
+    support: Support,
     *,
-    target: str | None = None,
     strategies: Iterable[str | Strategy] | None = None,
     cost_model: CostModel,
 ) -> Comparison:
@@ -194,7 +194,6 @@ def compare_plans(
     """
     chosen = [get_strategy(s) if isinstance(s, str) else s
               for s in (strategies if strategies is not None else available_strategies())]
-    support = as_support(support, target)
     # The plans' uncertainty needs every op priced on every device: only when the model has one.
     tables = (CostTables(graph, cost_model, support.platform)
               if any(hasattr(cost_model, m) for m in UNCERTAINTY_METHODS) else None)

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 
 from .core.graph import OpGraph, OpGraphBuilder, TensorType
 from .core.ops import MAC_OPS  # noqa: F401  (re-exported: tests use synthetic.MAC_OPS)
-from .core.plan import Verdict
+from .core.support import Verdict
 
 Handle = tuple
 

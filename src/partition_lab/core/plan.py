@@ -4,7 +4,8 @@ A plan is the output of a strategy and the input of the Relay outliner, the draw
 report. Every node goes to one device of a :class:`~partition_lab.core.platform.Platform`; regions
 cover every node exactly once, each on one device (accelerator regions, regions on a GPU's CUDA
 cores, host islands on ``"cpu"``). The graph of regions must be acyclic, or the outlined program
-could not be scheduled. :class:`Support` holds every (op, device) verdict.
+could not be scheduled. :class:`~.support.Support` holds every (op, device) verdict, a
+:class:`~.reasons.Decision` per node says where it went and why.
 """
 
 from __future__ import annotations
@@ -16,27 +17,15 @@ from typing import Any
 
 import networkx as nx
 
-from ..errors import PartitionLabError, PlanError
+from ..errors import PlanError
 from .graph import OpGraph
-from .platform import HOST, Platform, accelerator_platform
+from .plan_validation import check_plan_data, check_verdicts, has_rules
+from .platform import HOST, Platform, one_accelerator_platform, platform_from_records
+from .reasons import Decision, Reason, ReasonCode, ReasonGroup, default_reason_for, reason_from_dict
+from .regions import form_regions
+from .support import Support, Verdict
 
-CPU = HOST
 PLAN_SCHEMA = "partition_lab.plan/2"
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """A target's answer for one op: can it run there, and why (or why not).
-
-    ``rule`` names the rule that decided (``"op-table"``, ``"tensorcore-shape"``,
-    ``"excluded-by-name"``...). ``anchor`` marks compute ops that a region must contain on
-    targets where other ops only ride along (Tensor Core: conv2d/dense/batch_matmul).
-    """
-
-    supported: bool
-    reason: str
-    rule: str = ""
-    anchor: bool = False
 
 
 @dataclass(frozen=True)
@@ -55,215 +44,25 @@ class Region:
     @property
     def is_accelerator(self) -> bool:
         """Whether the region runs off the host (any non-host device)."""
-        return self.device != CPU
+        return self.device != HOST
 
     @property
     def label(self) -> str:
         return f"{self.prefix or ('accel' if self.is_accelerator else 'cpu')}{self.id}"
 
 
-class Support:
-    """Every (op, device) verdict of a platform: ``of(device)[node]``.
-
-    The host supports every op. ``allowed(node)`` lists the device indices that support a node,
-    most preferred first (the platform's device order is its preference order).
-    """
-
-    def __init__(self, platform: Platform, verdicts: Mapping[str, Sequence[Verdict]]) -> None:
-        self.platform = platform
-        n = None
-        table = []
-        for device in platform.devices:
-            if device.name not in verdicts:
-                raise PartitionLabError(f"no verdicts for device {device.name!r} of platform "
-                                        f"{platform.name!r}")
-            row = tuple(verdicts[device.name])
-            if n is not None and len(row) != n:
-                raise PartitionLabError("every device needs one verdict per node")
-            n = len(row)
-            table.append(row)
-        self.table: tuple[tuple[Verdict, ...], ...] = tuple(table)
-        self.size = n or 0
-        self._allowed = [tuple(d for d in range(len(table)) if table[d][v].supported)
-                         for v in range(self.size)]
-        host = platform.host_index
-        for v, allowed in enumerate(self._allowed):
-            if host not in allowed:
-                raise PartitionLabError(f"node {v}: the host must support every op")
-
-    @classmethod
-    def single(cls, verdicts: Sequence[Verdict], target: str) -> Support:
-        """One accelerator named ``target`` with these verdicts, plus the host."""
-        from ..targets.base import TargetSpec
-
-        if target == CPU:
-            platform = accelerator_platform(TargetSpec(CPU, supports_all=True))
-            return cls(platform, {CPU: [host_verdict() for _ in verdicts]})
-        platform = accelerator_platform(TargetSpec(target, supports_all=True))
-        return cls(platform, {target: list(verdicts), CPU: [host_verdict() for _ in verdicts]})
-
-    def __len__(self) -> int:
-        return self.size
-
-    def of(self, device: str | int) -> tuple[Verdict, ...]:
-        index = device if isinstance(device, int) else self.platform.index(device)
-        return self.table[index]
-
-    def verdict(self, node: int, device: str | int) -> Verdict:
-        if isinstance(device, int):
-            return self.table[device][node]
-        return self.of(device)[node]
-
-    def allowed(self, node: int) -> tuple[int, ...]:
-        """Device indices that support ``node``, most preferred first (the host is last)."""
-        return self._allowed[node]
-
-    def preferred(self, node: int) -> int:
-        return self._allowed[node][0]
-
-    def fallback(self, node: int, device: int) -> int:
-        """The next device after ``device`` (in preference order) that supports ``node``."""
-        for d in self._allowed[node]:
-            if d > device:
-                return d
-        return self.platform.host_index
-
-    @property
-    def primary(self) -> tuple[Verdict, ...]:
-        """The verdicts of the most preferred accelerator (the host's on the cpu platform)."""
-        return self.of(self.platform.primary.name)
-
-    def anchored(self, device: int) -> bool:
-        """Whether regions on ``device`` must hold an anchor op."""
-        return any(v.anchor for v in self.table[device])
-
-
-def host_verdict() -> Verdict:
-    return Verdict(True, "runs on the host", "host")
-
-
-def as_support(verdicts: Support | Sequence[Verdict], target: str | None) -> Support:
-    """A :class:`Support` as is, or one accelerator's verdict list (named ``target``) + the host."""
-    if isinstance(verdicts, Support):
-        return verdicts
-    return Support.single(verdicts, target or "accel")
-
-
-@dataclass(frozen=True)
-class Reason:
-    """Why a node is on its device, as data: a code, the rule that decided, the numbers.
-
-    ``code`` is one of :data:`REASON_CODES`; ``rule`` names the support rule (``op-table``,
-    ``tensorcore-shape``, ``excluded-by-name``) or the strategy rule (``min_ops=3``) that decided;
-    ``device`` the device whose rule or region it was (the one that rejected the op, or the one
-    it left); ``numbers`` the predicted seconds behind a cost decision. ``text`` renders it for
-    people and never names a region label (labels belong to one plan's drawing).
-    """
-
-    code: str
-    text: str
-    rule: str = ""
-    device: str = ""
-    numbers: Mapping[str, float] = field(default_factory=dict)
-
-    def __str__(self) -> str:
-        return self.text
-
-    def group_key(self) -> tuple[str, str, str]:
-        """What a summary or drawing groups by: ops with one key share one explanation."""
-        return self.code, self.device, self.rule or self.text
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"code": self.code, "text": self.text, "rule": self.rule, "device": self.device,
-                "numbers": dict(self.numbers)}
-
-
-#: Reason codes, most common first.
-REASON_CODES = {
-    "preferred": "on the most preferred device that supports it",
-    "rejected": "a more preferred device's rule rejects it",
-    "no-anchor": "its group holds no anchor op of the anchored device, so it fell back",
-    "min-size": "its region was smaller than min_ops (min_size)",
-    "no-mac": "its region did no multiply-accumulate work (no_mac)",
-    "region-excluded": "the cost model predicted its region cheaper on the fallback device",
-    "moved": "the cost model predicted this op alone cheaper on another device",
-    "single-device": "the cost model predicted every op on one device cheapest",
-    "optimum": "the optimum (optimal) keeps it there",
-    "baseline": "a baseline strategy (all_cpu) put it there",
-    "strategy": "the strategy put it there",
-}
-
-
-@dataclass(frozen=True)
-class Decision:
-    """Where one node went and why (the reason a user reads when asking "why is this on the CPU?").
-
-    ``reason`` is the rendered text; ``why`` the same as data (:class:`Reason`).
-    """
-
-    node: int
-    device: str
-    region: int
-    reason: str
-    why: Reason | None = None
-
-    @property
-    def code(self) -> str:
-        return self.why.code if self.why else "strategy"
-
-
-@dataclass(frozen=True)
-class ReasonGroup:
-    """Ops on one device for one structured reason (code, deciding device, rule).
-
-    ``details`` splits them by their exact text, largest first, as ``(text, decisions)``;
-    ``headline`` is what the whole group shares: the text when there is one, else the
-    reason code or the rejecting rule in words.
-    """
-
-    device: str
-    why: Reason
-    decisions: tuple[Decision, ...]
-    details: tuple[tuple[str, tuple[Decision, ...]], ...]
-
-    @classmethod
-    def of(cls, decisions: Sequence[Decision]) -> ReasonGroup:
-        """The group of ``decisions`` (which share their device and reason key)."""
-        texts: dict[str, list[Decision]] = {}
-        for d in decisions:
-            texts.setdefault(d.reason, []).append(d)
-        details = sorted(texts.items(), key=lambda kv: (-len(kv[1]), kv[1][0].node))
-        first = decisions[0]
-        return cls(first.device, first.why or Reason("strategy", first.reason), tuple(decisions),
-                   tuple((text, tuple(ds)) for text, ds in details))
-
-    @property
-    def headline(self) -> str:
-        if len(self.details) == 1:
-            return self.details[0][0]
-        if self.why.code == "rejected" and self.why.rule:
-            return f"rule {self.why.rule} of {self.why.device} rejects them"
-        return REASON_CODES.get(self.why.code, self.why.code)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"device": self.device, "code": self.why.code, "rule": self.why.rule,
-                "decided_by": self.why.device, "text": self.headline,
-                "nodes": [d.node for d in self.decisions],
-                "details": [{"text": text, "nodes": [d.node for d in ds]}
-                            for text, ds in self.details]}
-
-
 @dataclass
 class PartitionPlan:
     """Regions and per-node decisions for one graph, platform and strategy.
 
-    Build one with :meth:`from_devices` (strategies do). ``target`` is the platform's name;
+    Build one with :meth:`from_devices` (strategies do). ``platform_name`` is the platform's
+    name (the ``target`` key of the plan JSON);
     ``support`` every (op, device) verdict. ``notes`` carry strategy remarks a user should see
     (for example that an exact search fell back to an approximation).
     """
 
     graph: OpGraph
-    target: str
+    platform_name: str
     strategy: str
     regions: tuple[Region, ...]
     decisions: tuple[Decision, ...]
@@ -289,8 +88,6 @@ class PartitionPlan:
         ``reasons`` overrides the default reason of a node (why it is not on a more preferred
         device, or which device's rule accepted it).
         """
-        from .regions import form_regions  # local: regions imports plan types
-
         if groups is None:
             groups = form_regions(graph, devices, default_device=support.platform.main.name)
         platform = support.platform
@@ -308,33 +105,11 @@ class PartitionPlan:
         for n in range(len(graph)):
             why = given.get(n) or default_reason_for(support, n, devices[n])
             if isinstance(why, str):
-                why = Reason("strategy", why)
+                why = Reason(ReasonCode.STRATEGY, why)
             decisions.append(Decision(n, devices[n], region_of[n], why.text, why))
         decisions = tuple(decisions)
         return cls(graph, platform.name, strategy, tuple(regions), decisions, support,
                    dict(options or {}), list(notes))
-
-    @classmethod
-    def from_assignment(
-        cls,
-        graph: OpGraph,
-        target: str,
-        strategy: str,
-        on_accelerator: Iterable[int],
-        verdicts: Sequence[Verdict] | Support,
-        reasons: Mapping[int, str] | None = None,
-        options: Mapping[str, Any] | None = None,
-        notes: Iterable[str] = (),
-    ) -> PartitionPlan:
-        """The plan that puts ``on_accelerator`` on the platform's primary accelerator and every
-        other node on the host (one-accelerator platforms; ``verdicts`` may be a list of the
-        accelerator's verdicts, then the platform is that accelerator named ``target`` + host).
-        """
-        support = as_support(verdicts, target)
-        accel = set(on_accelerator)
-        primary = support.platform.primary.name
-        devices = [primary if i in accel else CPU for i in range(len(graph))]
-        return cls.from_devices(graph, support, strategy, devices, reasons, options, notes)
 
     @classmethod
     def from_dict(cls, graph: OpGraph, data: Mapping[str, Any],
@@ -345,25 +120,23 @@ class PartitionPlan:
         (one accelerator + the host). ``platform`` supplies the device objects; without it a
         platform is rebuilt from the names in the file (support rules are not re-derived).
         """
-        from .plan_validation import check_plan_data
-
         check_plan_data(graph, data)  # PlanError naming the key, never a KeyError
         nodes = data["nodes"]
         if data.get("schema", "partition_lab.plan/1") == "partition_lab.plan/1":
             verdicts = [Verdict(n["supported"], n["support_reason"], n.get("support_rule", ""),
                                 n.get("anchor", False)) for n in nodes]
-            support = Support.single(verdicts, data["target"]) if platform is None else \
-                Support(platform, {platform.primary.name: verdicts,
-                                   CPU: [host_verdict() for _ in nodes]})
+            support = Support.with_host(platform or one_accelerator_platform(data["target"]),
+                                        {(platform.primary.name if platform else
+                                          data["target"]): verdicts})
         else:
             names = [d["name"] for d in data["devices"]]
             table = {name: [Verdict(**n["support"][name]) for n in nodes] for name in names}
-            support = Support(platform or _platform_from_names(data), table)
+            support = Support(platform or platform_from_records(data["target"], data["devices"]), table)
         prefixes = _label_prefixes(support.platform)
         regions = tuple(Region(r["id"], r["device"], tuple(r["nodes"]),
                                prefixes.get(r["device"], r["device"])) for r in data["regions"])
         decisions = tuple(Decision(n["id"], n["device"], n["region"], n["reason"],
-                                   _reason_from(n)) for n in nodes)
+                                   reason_from_dict(n)) for n in nodes)
         plan = cls(graph, data["target"], data["strategy"], regions, decisions, support,
                    dict(data.get("options", {})), list(data.get("notes", [])))
         _check_loaded(plan, platform)
@@ -396,7 +169,7 @@ class PartitionPlan:
 
     @property
     def accelerator_nodes(self) -> list[int]:
-        return [d.node for d in self.decisions if d.device != CPU]
+        return [d.node for d in self.decisions if d.device != HOST]
 
     def regions_on(self, device: str) -> list[Region]:
         return [r for r in self.regions if r.device == device]
@@ -420,13 +193,13 @@ class PartitionPlan:
         domain = {d.name: d.domain for d in platform.devices}
         crossings = []
         for tensor in self.graph.tensors:
-            src = CPU if tensor.producer is None else self.device_of(tensor.producer)
+            src = HOST if tensor.producer is None else self.device_of(tensor.producer)
             targets: dict[tuple[str, str], str] = {}
             for c in tensor.consumers:
                 dst = self.device_of(c)
                 targets.setdefault(domain[dst], dst)
             if tensor.is_output:
-                targets[domain[CPU]] = CPU
+                targets[domain[HOST]] = HOST
             targets.pop(domain[src], None)
             for dom in sorted(targets):
                 crossings.append((tensor, src, targets[dom]))
@@ -514,7 +287,7 @@ class PartitionPlan:
         return {
             "schema": PLAN_SCHEMA,
             "graph": self.graph.name,
-            "target": self.target,
+            "target": self.platform_name,
             "strategy": self.strategy,
             "devices": [
                 {"name": d.name, "role": d.role, "memory": d.memory, "compiler": d.compiler,
@@ -542,7 +315,7 @@ class PartitionPlan:
             "outputs": [_tensor_dict(t) for t in node.outputs],
             "weights": [_tensor_dict(t) for t in node.weights],
             "flops": float(node.flops), "time_s": None if time is None else float(time),
-            "why": (d.why or Reason("strategy", d.reason)).to_dict(),
+            "why": (d.why or Reason(ReasonCode.STRATEGY, d.reason)).to_dict(),
             "support": {name: {"supported": v.supported, "reason": v.reason, "rule": v.rule,
                                "anchor": v.anchor}
                         for name, v in ((dev.name, self.support.verdict(d.node, i))
@@ -557,7 +330,7 @@ class PartitionPlan:
         counts = self.ops_per_device()
         per_device = ", ".join(f"{c} on {name}" for name, c in counts.items())
         lines = [
-            f"{self.graph.name or 'graph'} on {self.target} ({self.strategy}): "
+            f"{self.graph.name or 'graph'} on {self.platform_name} ({self.strategy}): "
             f"{len(self.accelerator_regions)} accelerator region(s), {len(self.cpu_regions)} "
             f"CPU island(s); ops: {per_device}",
         ]
@@ -581,7 +354,7 @@ class PartitionPlan:
         for d in self.decisions:
             if top is None or d.device == top:
                 continue
-            why = d.why or Reason("strategy", d.reason)
+            why = d.why or Reason(ReasonCode.STRATEGY, d.reason)
             groups.setdefault((d.device, why.group_key()), []).append(d)
         ordered = sorted(groups.values(), key=lambda ds: (-len(ds), ds[0].node))
         return [ReasonGroup.of(decisions) for decisions in ordered]
@@ -593,7 +366,7 @@ class PartitionPlan:
         ordered = self.reason_groups()
         lines = []
         for group in ordered[:limit]:
-            where = "CPU" if group.device == CPU else group.device
+            where = "CPU" if group.device == HOST else group.device
             if len(group.details) == 1:
                 text, decisions = group.details[0]
                 lines.append(f"  on {where}: {self._names(decisions)}: {text}")
@@ -620,7 +393,7 @@ class PartitionPlan:
         return self.summary()
 
     def __repr__(self) -> str:  # short: a plan holds the whole graph
-        return (f"PartitionPlan({self.graph.name or 'graph'!r}, target={self.target!r}, "
+        return (f"PartitionPlan({self.graph.name or 'graph'!r}, platform={self.platform_name!r}, "
                 f"strategy={self.strategy!r}, {len(self.regions)} regions, "
                 f"{len(self.graph)} ops)")
 
@@ -628,7 +401,7 @@ class PartitionPlan:
 def _label_prefixes(platform: Platform) -> dict[str, str]:
     """``accel`` for the only accelerator of a platform, else each device's own name."""
     accelerators = platform.accelerators
-    prefixes = {CPU: "cpu"}
+    prefixes = {HOST: "cpu"}
     for d in accelerators:
         prefixes[d.name] = "accel" if len(accelerators) == 1 else d.name
     return prefixes
@@ -637,84 +410,9 @@ def _label_prefixes(platform: Platform) -> dict[str, str]:
 def _check_loaded(plan: PartitionPlan, platform: Platform | None) -> None:
     """A plan from a file holds its invariants, and, when ``platform`` carries real rules,
     no verdict that the rules contradict (see :mod:`.plan_validation`)."""
-    from .plan_validation import check_verdicts, has_rules
-
     plan.validate()
     if platform is not None and has_rules(platform):
         check_verdicts(plan, platform)
-
-
-def _platform_from_names(data: Mapping[str, Any]) -> Platform:
-    """A platform with the devices a plan file names (no support rules: every op allowed)."""
-    from ..targets.base import TargetSpec
-    from .platform import Device, host_device
-
-    devices = []
-    for entry in data["devices"]:
-        if entry["role"] == "host":
-            devices.append(host_device(entry.get("precision", "as-prepared")))
-            continue
-        devices.append(Device(entry["name"], TargetSpec(entry["name"], supports_all=True),
-                              role=entry["role"], memory=entry["memory"],
-                              compiler=entry.get("compiler"), precision=entry["precision"],
-                              preference=entry["preference"], colour=entry.get("colour", "")))
-    return Platform(data["target"], tuple(devices))
-
-
-def default_reason_for(support: Support, node: int, device: str) -> Reason:
-    """The reason recorded for a node when a strategy gives none.
-
-    On its preferred device: the device's own verdict, after why each more preferred device
-    did not take it (its rule). On a less preferred one: that the strategy chose so.
-    """
-    platform = support.platform
-    index = platform.index(device)
-    verdict = support.verdict(node, index)
-    rejecting = _first_rejection(support, node, min(index, support.preferred(node)))
-    if index == support.preferred(node):
-        if rejecting is not None:
-            name, rejection = rejecting
-            if device == CPU:
-                return Reason("rejected", _all_rejections(support, node, index) or
-                              rejection.reason, rejection.rule, name)
-            accepted = f"supported by {device}: {verdict.reason}" if verdict.reason else \
-                f"supported by {device}"
-            return Reason("rejected", f"{rejection.reason}; {accepted}", rejection.rule, name)
-        text = f"supported by {device}: {verdict.reason}" if verdict.reason else \
-            f"supported by {device}"
-        return Reason("preferred", verdict.reason if device == CPU else text, verdict.rule, device)
-    better = platform.names[support.preferred(node)]
-    prefix = f"{rejecting[1].reason}; " if rejecting else ""
-    where = "kept it on the CPU" if device == CPU else f"put it on {device}"
-    return Reason("strategy", f"{prefix}supported by {better}, but the strategy {where}",
-                  "", better)
-
-
-def _first_rejection(support: Support, node: int, before: int) -> tuple[str, Verdict] | None:
-    """The most preferred device (index < ``before``) that rejects ``node``, with its verdict."""
-    for d in range(before):
-        verdict = support.verdict(node, d)
-        if not verdict.supported:
-            return support.platform.names[d], verdict
-    return None
-
-
-def _all_rejections(support: Support, node: int, before: int) -> str:
-    """``"npu: <reason>; dsp: <reason>"`` when more than one device rejects ``node``."""
-    rejections = [(support.platform.names[d], support.verdict(node, d)) for d in range(before)
-                  if not support.verdict(node, d).supported]
-    if len(rejections) < 2:
-        return ""
-    return "; ".join(f"{name}: {verdict.reason}" for name, verdict in rejections)
-
-
-def _reason_from(node: Mapping[str, Any]) -> Reason:
-    why = node.get("why")
-    if isinstance(why, Mapping):
-        return Reason(str(why.get("code", "strategy")), str(why.get("text", node["reason"])),
-                      str(why.get("rule", "")), str(why.get("device", "")),
-                      dict(why.get("numbers", {})))
-    return Reason("strategy", node["reason"])
 
 
 def _op_histogram(ops: Iterable[str]) -> str:

@@ -56,7 +56,7 @@ def check_verdicts(plan: PartitionPlan, platform: Platform) -> None:
         stored = plan.support.of(device.name)
         for node in plan.graph:
             if stored[node.id].supported:
-                verdict = device.spec.check(node)
+                verdict = device.target.check(node)
                 if not verdict.supported:
                     raise PlanError(
                         f"the plan says {device.name} supports node {node.name} ({node.op}), but "
@@ -68,7 +68,7 @@ def has_rules(platform: Platform | None) -> bool:
     """Whether ``platform``'s devices carry real support rules (not the accept-everything
     specs a platform rebuilt from names gets)."""
     return platform is not None and any(
-        not getattr(device.spec, "supports_all", False) for device in platform.accelerators)
+        not device.target.supports_all for device in platform.accelerators)
 
 
 # ---------------------------------------------------------------------------- internals

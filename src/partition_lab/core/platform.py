@@ -1,21 +1,12 @@
 """Platforms: the devices a plan can put an op on, their memory spaces and the links between them.
 
-A :class:`Platform` is data. Each :class:`Device` has its own support rules (a
-:class:`~partition_lab.targets.TargetSpec`), a memory space, a way its regions are compiled (a BYOC
-``Compiler`` name, or inline in the module's main target), a precision policy, a colour for
+A :class:`Platform` is data. Each :class:`Device` has its own op rules (a
+:class:`~partition_lab.core.support.Target`), a memory space, a way its regions are compiled (a
+BYOC ``Compiler`` name, or inline in the module's main target), a precision policy, a colour for
 drawings, a hardware profile for the cost model and an explicit ``preference`` (which device an op
-goes to when several support it; not list order). The host device is always named ``"cpu"`` and
-runs every op.
-
-Built-in platforms (a target name names a platform, so every existing call keeps working):
-
-* ``tensorcore``: Tensor Core regions (BYOC ``tensorcore``) + the GPU's CUDA cores (TVM's ``cuda``
-  main target, same memory) + the host CPU. An op that misses the Tensor Core rules still runs on
-  the GPU; only what the GPU cannot run goes to the host. Host islands compute in float32.
-* ``neuron``, ``neuron@<release>``: one NeuronCore (BYOC) + the host CPU.
-* ``cpu``: the host alone.
-* a TOML/JSON platform file with any number of devices (``examples/platforms/npu_dsp_cpu.toml``),
-  or a target file / :class:`TargetSpec` (one accelerator + the host).
+goes to when several support it; not list order). The host device is always named ``"cpu"``
+(:data:`HOST`) and runs every op. Platforms are built from names and files by
+:func:`partition_lab.targets.get_platform`.
 
 Tensors move between *domains*: a domain is (memory space, precision). Two devices of one domain
 share tensors for free; a tensor that leaves its domain is copied (different memory) and/or cast
@@ -24,33 +15,33 @@ share tensors for free; a tensor that leaves its domain is copied (different mem
 
 from __future__ import annotations
 
-import json
-import os
-import tomllib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..errors import TargetSpecError
+from .support import AcceptsAll, Target
 
 HOST = "cpu"  #: the reserved name of the host device (it runs every op)
 HOST_MEMORY = "host"
+HOST_COLOUR = "#d9d9d9"
 AS_PREPARED = "as-prepared"  #: precision policy: compute in the module's own dtypes
-PLATFORM_SCHEMA = "partition_lab.platform/1"
 
 Role = Literal["byoc", "main", "host"]
 
-#: Colours for drawings, by role, then a palette for further devices of a role.
-_PALETTE = ("#76b900", "#4c9be8", "#e8a33d", "#b07cd8", "#d85c7c", "#3dbfb0")
-_ROLE_COLOURS = {"byoc": "#76b900", "main": "#4c9be8", "host": "#d9d9d9"}
+#: IR preparation steps a device may ask for (its target's ``prepare_steps()``), run by the IR
+#: adapter before support is judged; each adapter implements every one of them.
+PREPARE_STEPS: Mapping[str, str] = {
+    "convert_layout:NHWC": "ConvertLayout of nn.conv2d to NHWC data / HWIO kernel",
+    "mixed_precision:float16": "ToMixedPrecision to float16",
+}
 
 
 @dataclass(frozen=True)
 class Device:
     """One device of a platform.
 
-    ``role``: ``"byoc"`` regions are outlined as functions with ``Compiler=compiler``; ``"main"``
+    ``target``: the device's op rules. ``role``: ``"byoc"`` regions are outlined as functions with ``Compiler=compiler``; ``"main"``
     regions stay inline in the module's main target (a GPU's CUDA cores); ``"host"`` is the CPU.
     ``precision``: :data:`AS_PREPARED` (the prepared module's dtypes) or ``"float32"`` (the device
     computes in float32; casts at its boundary are priced and run by the executors).
@@ -59,7 +50,7 @@ class Device:
     """
 
     name: str
-    spec: Any  # TargetSpec; Any here to keep this module free of the targets package
+    target: Target
     role: Role = "byoc"
     memory: str = "accel"
     compiler: str | None = None
@@ -169,7 +160,7 @@ class Platform:
         """The Relay preparation steps every device asks for, in order, once each."""
         steps: list[str] = []
         for d in self.devices:
-            for step in d.spec.prepare_steps():
+            for step in d.target.prepare_steps():
                 if step not in steps:
                     steps.append(step)
         return tuple(steps)
@@ -187,162 +178,37 @@ class Platform:
         return f"Platform({self.name!r}, devices={self.names})"
 
 
-# ---------------------------------------------------------------------------- building
-def compiler_name(target_name: str) -> str:
-    """A BYOC ``Compiler`` name from a target name (``neuron@2020`` -> ``neuron_2020``)."""
-    return "".join(c if c.isalnum() or c == "_" else "_" for c in target_name)
+def host_device(precision: str = AS_PREPARED, target: Target | None = None) -> Device:
+    """The host CPU device (``target``: its rules, by default one that takes every op)."""
+    return Device(HOST, target or AcceptsAll(HOST, "the host CPU (TVM llvm): runs every op",
+                                             "runs on the host"),
+                  role="host", memory=HOST_MEMORY, precision=precision, preference=-1000,
+                  colour=HOST_COLOUR, profile=None, description="the host CPU (TVM llvm)")
 
 
-def host_device(precision: str = AS_PREPARED) -> Device:
-    from ..targets import get_target
+def platform_from_records(name: str, records: Sequence[Mapping[str, Any]]) -> Platform:
+    """A platform rebuilt from the device records a plan file or module attribute stores.
 
-    return Device(HOST, get_target("cpu"), role="host", memory=HOST_MEMORY, precision=precision,
-                  preference=-1000, colour=_ROLE_COLOURS["host"], profile=None,
-                  description="the host CPU (TVM llvm)")
-
-
-def accelerator_platform(spec: Any, *, compiler: str | None = None) -> Platform:
-    """One BYOC accelerator (a TargetSpec) plus the host: neuron, user target files."""
-    if spec.name == HOST:
-        return Platform(HOST, (host_device(),), description="the host CPU alone")
-    accel = Device(spec.name, spec, role="byoc", memory="accel",
-                   compiler=compiler or compiler_name(spec.name), preference=10,
-                   colour="", profile=spec.default_profile,  # drawings hash the name
-                   description=spec.description)
-    return Platform(spec.name, (accel, host_device()),
-                    description=f"{spec.name} + the host CPU", options=dict(spec.options))
-
-
-def tensorcore_platform(**options: Any) -> Platform:
-    """Tensor Core regions + CUDA cores (main target, same GPU memory) + the host in float32."""
-    from ..targets import get_target
-
-    spec = get_target("tensorcore", **options)
-    cuda_spec = _cuda_cores_spec(spec)
-    tensorcore = Device("tensorcore", spec, role="byoc", memory="gpu", compiler="tensorcore",
-                        preference=20, colour=_ROLE_COLOURS["byoc"], profile=spec.default_profile,
-                        description="TVM's CUDA Tensor Core schedules (BYOC regions)")
-    cuda = Device("cuda", cuda_spec, role="main", memory="gpu", preference=10,
-                  colour=_ROLE_COLOURS["main"], profile=spec.default_profile, matrix_engine=False,
-                  description="the GPU's CUDA cores (TVM's cuda main target)")
-    return Platform("tensorcore", (tensorcore, cuda, host_device("float32")),
-                    description="NVIDIA GPU: Tensor Core regions, CUDA cores, host CPU",
-                    options=dict(spec.options))
-
-
-def _cuda_cores_spec(tensorcore_spec: Any) -> Any:
-    from ..targets.base import TargetSpec
-
-    return TargetSpec(
-        "cuda", description="the GPU's CUDA cores: TVM's cuda target runs every Relay op",
-        provenance="TVM cuda target (topi CUDA schedules)", supports_all=True,
-        supported_reason="runs on the GPU's CUDA cores (TVM cuda target)",
-        prepare_steps=tensorcore_spec.prepare_steps(),
-        default_profile=tensorcore_spec.default_profile)
-
-
-def get_platform(target: Any, **options: Any) -> Platform:
-    """The platform a name, a file, a :class:`TargetSpec` or a :class:`Platform` stands for.
-
-    ``tensorcore`` is three devices; ``neuron*``, target files and TargetSpecs are one
-    accelerator + the host; ``cpu`` is the host alone; a platform file (``devices = [...]``) has
-    any number of devices. ``options`` go to the accelerator's target (``precision="fp32"``).
-
-    >>> get_platform("tensorcore").names
-    ['tensorcore', 'cuda', 'cpu']
-    >>> get_platform("neuron@2020").primary.compiler
-    'neuron_2020'
+    Its devices carry no rules (every op allowed): their verdicts come from the same record.
     """
-    from ..targets import get_target
-    from ..targets.base import TargetSpec
-
-    if isinstance(target, Platform):
-        if options:
-            raise TargetSpecError("target options do not apply to a Platform object; "
-                                  "build its devices with them")
-        return target
-    if isinstance(target, str) and (target == "tensorcore" or target.startswith("tensorcore?")):
-        return tensorcore_platform(**options)
-    if isinstance(target, (str, os.PathLike)) and _is_platform_file(target):
-        if options:
-            raise TargetSpecError("target options do not apply to a platform file")
-        return load_platform_file(target)
-    spec = target if isinstance(target, TargetSpec) and not options else get_target(target, **options)
-    return accelerator_platform(spec)
-
-
-# ---------------------------------------------------------------------------- files
-def _is_platform_file(path: str | os.PathLike[str]) -> bool:
-    p = Path(path)
-    if p.suffix.lower() not in (".toml", ".json") or not p.is_file():
-        return False
-    try:
-        data = _read(p)
-    except (OSError, ValueError):
-        return False
-    return isinstance(data, dict) and "devices" in data
-
-
-def _read(path: Path) -> dict[str, Any]:
-    text = path.read_text(encoding="utf-8")
-    if path.suffix.lower() == ".json":
-        return json.loads(text)
-    return tomllib.loads(text)
-
-
-def load_platform_file(path: str | os.PathLike[str]) -> Platform:
-    """A platform from TOML/JSON: ``[[devices]]`` each with a target and how it runs.
-
-    Each device table: ``name``, ``role`` (byoc | main | host), ``memory``, ``target`` (a built-in
-    target name or a target file relative to this file; the host needs none), ``compiler``,
-    ``precision``, ``preference``, ``colour``, ``profile`` (the host's too: its cost profile),
-    ``matrix_engine``. ``[[links]]`` give
-    a link profile per pair of memory spaces: ``memories = ["npu", "host"]``, ``profile``.
-    """
-    from ..targets import get_target
-
-    p = Path(path)
-    where = os.fspath(path)
-    try:
-        data = _read(p)
-    except (OSError, ValueError) as error:
-        raise TargetSpecError(f"{where}: cannot read platform file: {error}") from None
     devices = []
-    for i, entry in enumerate(_list(data, "devices", where)):
-        if not isinstance(entry, Mapping) or "name" not in entry:
-            raise TargetSpecError(f"{where}: devices[{i}] needs a name")
-        name, role = str(entry["name"]), str(entry.get("role", "byoc"))
-        if role not in ("byoc", "main", "host"):
-            raise TargetSpecError(f"{where}: device {name!r}: role must be byoc, main or host")
-        if role == "host":
-            devices.append(replace(host_device(str(entry.get("precision", AS_PREPARED))),
-                                   colour=str(entry.get("colour", _ROLE_COLOURS["host"])),
-                                   profile=entry.get("profile")))
+    for entry in records:
+        if entry["role"] == "host":
+            devices.append(host_device(entry.get("precision", AS_PREPARED)))
             continue
-        if "target" not in entry:
-            raise TargetSpecError(f"{where}: device {name!r} needs a target (a name or a file)")
-        ref = str(entry["target"])
-        spec = get_target(p.parent / ref if (p.parent / ref).is_file() else ref)
-        if spec.name != name:
-            spec = spec.renamed(name) if hasattr(spec, "renamed") else spec
-        devices.append(Device(
-            name, spec, role=role, memory=str(entry.get("memory", "accel")),
-            compiler=(str(entry.get("compiler", compiler_name(name))) if role == "byoc" else None),
-            precision=str(entry.get("precision", AS_PREPARED)),
-            preference=int(entry.get("preference", 0)),
-            colour=str(entry.get("colour", _PALETTE[len(devices) % len(_PALETTE)])),
-            profile=entry.get("profile", spec.default_profile),
-            matrix_engine=bool(entry.get("matrix_engine", True)),
-            description=str(entry.get("description", spec.description))))
-    links = tuple(Link(frozenset(map(str, lk["memories"])), lk.get("profile"))
-                  for lk in _list(data, "links", where, required=False))
-    return Platform(str(data.get("name", p.stem)), tuple(devices), links,
-                    description=str(data.get("description", "")),
-                    sources=tuple(map(str, data.get("sources", ()))))
+        devices.append(Device(entry["name"], AcceptsAll(entry["name"]), role=entry["role"],
+                              memory=entry["memory"], compiler=entry.get("compiler"),
+                              precision=entry["precision"], preference=entry["preference"],
+                              colour=entry.get("colour", ""), profile=entry.get("profile"),
+                              matrix_engine=entry.get("matrix_engine", True)))
+    return Platform(name, tuple(devices))
 
 
-def _list(data: Mapping[str, Any], key: str, where: str, required: bool = True) -> Sequence[Any]:
-    value = data.get(key, [] if not required else None)
-    if not isinstance(value, list) or (required and not value):
-        raise TargetSpecError(f"{where}: {key} must be a non-empty list of tables")
-    return value
+def one_accelerator_platform(name: str) -> Platform:
+    """The platform of the older one-accelerator records (plan schema ``plan/1``, a verdict
+    list): the accelerator ``name`` + the host, no rules. ``cpu`` is the host alone."""
+    if name == HOST:
+        return Platform(HOST, (host_device(),))
+    compiler = "".join(c if c.isalnum() or c == "_" else "_" for c in name)
+    return Platform(name, (Device(name, AcceptsAll(name), role="byoc", memory="accel",
+                                  preference=10, compiler=compiler), host_device()))

@@ -43,9 +43,7 @@ from scipy.sparse.csgraph import connected_components
 
 from .graph import OpGraph
 from .ops import TUPLE_ARG_OPS
-
-DEFAULT_DEVICE = "cpu"
-
+from .platform import HOST
 
 
 @dataclass
@@ -60,7 +58,7 @@ class _Expanded:
 
 
 def form_regions(graph: OpGraph, devices: Sequence[str],
-                 default_device: str = DEFAULT_DEVICE) -> list[list[int]]:
+                 default_device: str = HOST) -> list[list[int]]:
     """Partition the nodes into cycle-free regions; each region holds nodes of one device.
 
     Parameters
@@ -160,7 +158,7 @@ def _structure(graph: OpGraph) -> _Structure:
 
 
 def _expand(graph: OpGraph, devices: Sequence[str],
-            default_device: str = DEFAULT_DEVICE) -> _Expanded:
+            default_device: str = HOST) -> _Expanded:
     s = _structure(graph)
     device = list(devices)
     for _, fields, forced in s.tuples:

@@ -93,9 +93,11 @@ def get_cost_model(
     >>> get_cost_model("neuron@2020").name
     'roofline(neuron@2020=inferentia1 + cpu=xeon_gold_6130 over PCIe Gen3 x16 (assumed))'
     """
-    from ..core.platform import get_platform
+    from ..core.platform import Platform
 
-    platform = get_platform("tensorcore" if spec is None else spec)
+    if not isinstance(spec, Platform):
+        raise TypeError(f"get_cost_model needs a Platform, not {type(spec).__name__}")
+    platform = spec
     cpu = _profile(cpu_profile or platform.host.profile or DEFAULT_CPU_PROFILE)
     profiles = {d.name: _profile(accel_profile or _default_accel_profile(d, platform.name))
                 for d in platform.accelerators}

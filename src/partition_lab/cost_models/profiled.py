@@ -856,11 +856,13 @@ class ProfiledCostModel:
                  fallback: CostModel | None = None,
                  in_graph_sigma: float | Mapping[str, float] | None = None,
                  drift_sigma: float | None = None) -> None:
-        from ..core.platform import Platform, get_platform
+        from ..core.platform import Platform
 
         self.drift_sigma = DRIFT_SIGMA if drift_sigma is None else float(drift_sigma)
         self.cache = read_profile_cache(cache)
-        self.platform = platform if isinstance(platform, Platform) else get_platform(platform)
+        if not isinstance(platform, Platform):
+            raise TypeError(f"ProfiledCostModel needs a Platform, not {type(platform).__name__}")
+        self.platform = platform
         if in_graph_sigma is None:
             in_graph_sigma = IN_GRAPH_SIGMA
         self.in_graph_sigma: dict[str, float] = (
@@ -1361,7 +1363,7 @@ def cache_from_measured_gpu(data: Mapping[str, Any] | str | Path | None = None, 
     on the GPU) is the host's ``island_wakeup_s``. Op, copy and region prices of measured
     signatures then equal :class:`~.measured_gpu.MeasuredGpuCostModel`'s.
     """
-    from ..core.platform import Platform, get_platform
+    from ..core.platform import Platform
     from .measured_gpu import SCHEMA as OLD_SCHEMA
     from .measured_gpu import default_profile_path
 
@@ -1370,7 +1372,9 @@ def cache_from_measured_gpu(data: Mapping[str, Any] | str | Path | None = None, 
         data = read_json_file(path, "measured GPU profile")
     if data.get("schema") != OLD_SCHEMA:
         raise ProfileError(f"not a {OLD_SCHEMA!r} profile")
-    plat = platform if isinstance(platform, Platform) else get_platform(platform)
+    if not isinstance(platform, Platform):
+        raise TypeError(f"a Platform is needed, not {type(platform).__name__}")
+    plat = platform
     meta = dict(data.get("meta", {}))
     info = dict(data.get("op_info", {}))
     nodes: dict[str, OpNode] = {}

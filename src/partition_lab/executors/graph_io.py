@@ -42,7 +42,9 @@ from ..core.graph import OpGraph, OpNode, TensorType
 from ..core.plan import PartitionPlan
 from ..core.plan_validation import check_verdicts
 from ..core.platform import AS_PREPARED, Device, Link, Platform, host_device
+from ..core.support import AcceptsAll
 from ..errors import PartitionLabError, PlanError
+from ..targets import get_platform
 
 SCHEMA = "partition_lab.bundle/2"
 SCHEMAS = ("partition_lab.bundle/1", SCHEMA)
@@ -266,29 +268,27 @@ def platform_to_dict(platform: Platform) -> dict[str, Any]:
 
 def platform_from_dict(data: Mapping[str, Any]) -> Platform:
     """The platform :func:`platform_to_dict` described: same device names, roles, memory
-    spaces, precisions and preferences; each non-host device's spec accepts every op (a plan's
+    spaces, precisions and preferences; each non-host device's target accepts every op (a plan's
     own verdicts say what it may hold). Needs no TVM.
 
-    >>> from partition_lab.core.platform import get_platform
+    >>> from partition_lab.targets import get_platform
     >>> back = platform_from_dict(platform_to_dict(get_platform("tensorcore")))
     >>> [(d.name, d.memory, d.precision) for d in back.devices]
     [('tensorcore', 'gpu', 'as-prepared'), ('cuda', 'gpu', 'as-prepared'), ('cpu', 'host', 'float32')]
     """
-    from ..targets.base import TargetSpec
-
     devices = []
     for entry in data["devices"]:
         precision = str(entry.get("precision", AS_PREPARED))
         if entry["role"] == "host":
             host = host_device(precision)
-            devices.append(Device(host.name, host.spec, role="host", memory=entry["memory"],
+            devices.append(Device(host.name, host.target, role="host", memory=entry["memory"],
                                   precision=precision, preference=int(entry["preference"]),
                                   colour=entry.get("colour") or host.colour,
                                   description=entry.get("description", host.description)))
             continue
         name = str(entry["name"])
         devices.append(Device(
-            name, TargetSpec(name, supports_all=True), role=entry["role"],
+            name, AcceptsAll(name), role=entry["role"],
             memory=str(entry["memory"]), compiler=entry.get("compiler"), precision=precision,
             preference=int(entry["preference"]), colour=entry.get("colour", ""),
             profile=entry.get("profile"), matrix_engine=bool(entry.get("matrix_engine", True)),
@@ -356,8 +356,6 @@ def _registered_rules(platform: Platform | None) -> Platform | None:
     precisions) and no preparation steps. A platform that prepares the graph (layouts, mixed
     precision) judged ops that the bundle does not keep, so its rules cannot be re-run here;
     None then, and only the plan's invariants are checked."""
-    from ..core.platform import get_platform
-
     if platform is None:
         return None
     try:

@@ -32,8 +32,9 @@ from typing import Any
 
 from ..core.graph import OpGraph, OpNode
 from ..core.ops import op_class
-from ..core.plan import PartitionPlan, Support
+from ..core.plan import PartitionPlan
 from ..core.platform import Platform
+from ..core.support import Support
 from ..errors import PartitionLabError, ProfileError
 from .cache import OVERHEAD_KEYS, DeviceEntry, OpStats, ProfileCache, default_cache_path, now_iso
 from .runners import Runner, Timing

@@ -415,10 +415,11 @@ class TorchRunner(Runner):
         import numpy as np
 
         from ..core.graph import OpGraphBuilder, TensorType
-        from ..core.plan import PartitionPlan, Support, Verdict
-        from ..core.platform import get_platform
+        from ..core.plan import PartitionPlan
+        from ..core.support import Support, Verdict
         from ..executors.graph_io import ArgRef
         from ..executors.torch_exec import PlanExecutor, RunTimings
+        from ..targets import get_platform
 
         h2d, d2h = f"{host_memory}->{device_memory}", f"{device_memory}->{host_memory}"
         curves: dict[str, list[tuple[float, float]]] = {h2d: [], d2h: []}
@@ -496,9 +497,10 @@ class TorchRunner(Runner):
         """Seconds of one executor run of a chain of ``length`` tiny relus (median)."""
         import numpy as np
 
-        from ..core.plan import PartitionPlan, Support, Verdict
-        from ..core.platform import get_platform
+        from ..core.plan import PartitionPlan
+        from ..core.support import Support, Verdict
         from ..executors.torch_exec import PlanExecutor
+        from ..targets import get_platform
 
         graph, bindings = relu_chain(length)
         tensorcore = get_platform("tensorcore")

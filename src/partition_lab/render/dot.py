@@ -11,7 +11,8 @@ from collections.abc import Iterable
 import graphviz
 
 from ..core.graph import OpNode, Tensor
-from ..core.plan import CPU, PartitionPlan, Region
+from ..core.plan import PartitionPlan, Region
+from ..core.platform import HOST
 from ..cost_models.base import CostBreakdown
 from .view import (
     CPU_FILL,
@@ -116,7 +117,7 @@ def _draw_expanded(dot: graphviz.Digraph, view: _PlanView) -> None:
             _add_tensor_edge(dot, view, tensor, _node_id(consumer),
                              plan.device_of(consumer))
         if tensor.is_output:
-            _add_tensor_edge(dot, view, tensor, "out", CPU)
+            _add_tensor_edge(dot, view, tensor, "out", HOST)
 
 
 def _add_region_cluster(dot: graphviz.Digraph, view: _PlanView, region: Region) -> None:
@@ -152,7 +153,7 @@ def _add_inputs(dot: graphviz.Digraph, view: _PlanView) -> None:
 def _add_tensor_edge(dot: graphviz.Digraph, view: _PlanView, tensor: Tensor, head: str,
                      head_device: str) -> None:
     tail = view.source_of(tensor)
-    src_device = CPU if tensor.producer is None else view.plan.device_of(tensor.producer)
+    src_device = HOST if tensor.producer is None else view.plan.device_of(tensor.producer)
     cut = view.cut(tensor, head_device) if view.crosses(src_device, head_device) else None
     if cut is None:
         dot.edge(tail, head, tooltip=_text([f"{tensor.key}: {tensor.spec}"]))

@@ -17,8 +17,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..core.graph import OpGraph, OpNode, Tensor
-from ..core.plan import CPU, PartitionPlan, Region
-from ..core.platform import Device, Platform
+from ..core.plan import PartitionPlan, Region
+from ..core.platform import HOST, Device, Platform
 from ..cost_models.base import CostBreakdown, CutCost
 
 CPU_FILL, CPU_LINE = "#f2f2f2", "#7f7f7f"
@@ -360,14 +360,14 @@ def _region_flows(view: _PlanView) -> dict[tuple[str, str], _Flow]:
     flows: dict[tuple[str, str], _Flow] = {}
     for tensor in view.graph.tensors:
         if tensor.producer is None:
-            tail, src_device = view.source_of(tensor), CPU
+            tail, src_device = view.source_of(tensor), HOST
         else:
             tail, src_device = _region_id(plan.region_of(tensor.producer)), plan.device_of(
                 tensor.producer)
         heads = {(_region_id(plan.region_of(c)), plan.device_of(c), _node_id(c))
                  for c in tensor.consumers}
         if tensor.is_output:
-            heads.add(("out", CPU, "out"))
+            heads.add(("out", HOST, "out"))
         seen: set[str] = set()
         for head, device, member in sorted(heads):
             if head == tail:
@@ -533,7 +533,7 @@ def _region_id(region: Region) -> str:
 def _label_pattern(plan: PartitionPlan) -> re.Pattern[str]:
     """Words that are region labels on the plan's platform (``accel3``, ``tensorcore0``,
     ``cpu2``: a label prefix and a number), with a "region " before them if there is one."""
-    prefixes = {"accel", CPU, *plan.platform.names, *(r.prefix for r in plan.regions if r.prefix)}
+    prefixes = {"accel", HOST, *plan.platform.names, *(r.prefix for r in plan.regions if r.prefix)}
     words = "|".join(re.escape(p) for p in sorted(prefixes, key=lambda p: (-len(p), p)))
     return re.compile(rf"(?<![\w@.])(region )?((?:{words})\d+)(?![\w@])")
 

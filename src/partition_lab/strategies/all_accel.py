@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..core.graph import OpGraph
-from ..core.plan import PartitionPlan, Support
+from ..core.plan import PartitionPlan
+from ..core.support import Support
 from ..cost_models.base import CostModel
 from ..errors import PartitionLabError
 from .base import Assignment, Strategy, check_support, make_plan, op_list

@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..core.graph import OpGraph
-from ..core.plan import PartitionPlan, Reason, Support
+from ..core.plan import PartitionPlan
+from ..core.reasons import Reason
+from ..core.support import Support
 from ..cost_models.base import CostModel
 from .base import Assignment, Strategy, check_support, make_plan
 

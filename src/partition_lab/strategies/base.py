@@ -3,9 +3,8 @@
 A strategy is a frozen dataclass whose fields are its options (settable from the command line as
 ``--option key=value``); ``run(graph, support, *, cost_model)`` returns a validated-shape
 :class:`~partition_lab.core.plan.PartitionPlan` in which every op off its preferred device carries the
-reason it is there. ``support`` is a :class:`~partition_lab.core.plan.Support` (every (op, device)
-verdict of a platform) or, for one accelerator + the host, that accelerator's verdict list with
-``target=`` naming it.
+reason it is there. ``support`` is a :class:`~partition_lab.core.support.Support` (every (op,
+device) verdict of a platform).
 
 An :class:`Assignment` is a device index per node (indices into the platform's devices, most
 preferred first); when a strategy takes an op off a device, it goes to the op's *fallback*: the
@@ -19,9 +18,11 @@ from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
 from ..core.graph import OpGraph
-from ..core.plan import PartitionPlan, Reason, Support, Verdict, as_support
+from ..core.plan import PartitionPlan
 from ..core.platform import Platform
+from ..core.reasons import Reason
 from ..core.regions import form_regions
+from ..core.support import Support
 from ..cost_models.base import CostModel
 from ..errors import PartitionLabError
 
@@ -34,10 +35,13 @@ class Strategy:
     summary: ClassVar[str] = ""
     needs_cost_model: ClassVar[bool] = False
 
-    def run(self, graph: OpGraph, support: Support | Sequence[Verdict], *,
-            target: str | None = None, cost_model: CostModel | None = None) -> PartitionPlan:
+    def run(self, graph: OpGraph, support: Support, *,
+            cost_model: CostModel | None = None) -> PartitionPlan:
         """Partition ``graph`` given per-(op, device) ``support`` (see the module docstring)."""
-        return self.plan(graph, as_support(support, target), cost_model)
+        if not isinstance(support, Support):
+            raise PartitionLabError(f"strategy {self.name!r} needs a Support (every (op, device) "
+                                    f"verdict of a platform), not {type(support).__name__}")
+        return self.plan(graph, support, cost_model)
 
     def plan(self, graph: OpGraph, support: Support,
              cost_model: CostModel | None) -> PartitionPlan:

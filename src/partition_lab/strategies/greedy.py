@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..core.graph import OpGraph
-from ..core.plan import PartitionPlan, Support
+from ..core.plan import PartitionPlan
+from ..core.support import Support
 from ..cost_models.base import CostModel
 from .base import Strategy, greedy_start, make_plan
 

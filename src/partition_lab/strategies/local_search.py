@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from ..core.plan import Reason
+from ..core.reasons import Reason
 from .base import Assignment, describe_region, legalize, ms, offload_regions
 from .costing import CostTables
 

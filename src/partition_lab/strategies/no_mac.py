@@ -11,7 +11,9 @@ from dataclasses import dataclass
 
 from ..core.graph import OpGraph
 from ..core.ops import MAC_OPS
-from ..core.plan import PartitionPlan, Reason, Support
+from ..core.plan import PartitionPlan
+from ..core.reasons import Reason
+from ..core.support import Support
 from ..cost_models.base import CostModel
 from .base import (
     Assignment,

@@ -30,7 +30,9 @@ from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import breadth_first_order, maximum_flow
 
 from ..core.graph import OpGraph
-from ..core.plan import PartitionPlan, Reason, Support
+from ..core.plan import PartitionPlan
+from ..core.reasons import Reason
+from ..core.support import Support
 from ..cost_models.base import CostModel
 from ..errors import PartitionLabError
 from .all_accel import AllAccel, NotApplicableError

@@ -13,15 +13,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from ..core.graph import OpGraph, OpNode
-from ..core.plan import Verdict
+from ..core.platform import PREPARE_STEPS
+from ..core.support import Verdict
 from ..errors import TargetSpecError
 from .rules import Rule
-
-# Relay preparation steps a target may ask the pass layer to run before annotation.
-PREPARE_STEPS: Mapping[str, str] = {
-    "convert_layout:NHWC": "ConvertLayout of nn.conv2d to NHWC data / HWIO kernel",
-    "mixed_precision:float16": "ToMixedPrecision to float16",
-}
 
 OP_TABLE_RULE = "op-table"
 

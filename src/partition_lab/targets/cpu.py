@@ -1,9 +1,10 @@
-"""The ``cpu`` target: the host runs every op (TVM's llvm backend)."""
+"""The ``cpu`` platform: the host alone, whose target runs every op (TVM's llvm backend)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from ..core.platform import HOST, Platform, host_device
 from ..errors import TargetSpecError
 from .base import TargetSpec
 
@@ -21,3 +22,8 @@ def build(**options: Any) -> TargetSpec:
         supported_reason="runs on the host",
         factory=build,
     )
+
+
+def platform(spec: TargetSpec) -> Platform:
+    """The host alone."""
+    return Platform(HOST, (host_device(target=spec),), description="the host CPU alone")

@@ -16,12 +16,16 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from ..core.platform import Platform
 from ..errors import TargetSpecError, UnknownTargetError
 from .base import TargetSpec
+from .devices import accelerator_platform
 from .rules import ResizeAsUpsampling, Rule, rule_from_dict
 from .schema import packaged_data
 
 DATA_FILE = "neuron_mxnet.toml"
+#: Releases the target list names (``neuron@2020``); any ``neuron@<release>`` works.
+LISTED_VERSIONS = ("2020",)
 _VERSION = re.compile(r"^\d+(\.\d+){0,3}$")
 
 
@@ -57,6 +61,11 @@ def build(version: str = "latest", **options: Any) -> TargetSpec:
         sources=[f"{source['repository']}@{source['commit']} {source['path']}",
                  source["url"]],
     )
+
+
+def platform(spec: TargetSpec) -> Platform:
+    """One NeuronCore (BYOC, ``Compiler=neuron`` or ``neuron_<release>``) + the host CPU."""
+    return accelerator_platform(spec)
 
 
 def releases() -> list[str]:

@@ -1,38 +1,50 @@
-"""Finding targets by name: built-ins, targets registered from Python, and target files."""
+"""Finding targets and platforms by name: built-ins, targets registered from Python, target files.
+
+A built-in platform is one module with ``build(**options) -> TargetSpec`` (its target: the op
+rules of its preferred device) and ``platform(spec) -> Platform`` (its devices, their default
+profiles and colours), plus one line in :data:`BUILTIN`. A module that takes releases
+(``neuron@2020``) accepts ``version=`` in ``build`` and lists the releases it names in
+``LISTED_VERSIONS``.
+"""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
+from ..core.platform import Platform
 from ..errors import TargetSpecError, UnknownTargetError
 from . import cpu, neuron, tensorcore
 from .base import TargetSpec
-from .user import load_target_file, looks_like_target_file
+from .devices import accelerator_platform
+from .user import looks_like_target_file, read_target_file
 
-_BUILTIN: dict[str, Callable[..., TargetSpec]] = {
-    "cpu": cpu.build,
-    "neuron": neuron.build,
-    "neuron@2020": lambda **options: neuron.build(**{"version": "2020", **options}),
-    "tensorcore": tensorcore.build,
+#: Built-in platforms by name: the module that builds each (see the module docstring).
+BUILTIN: dict[str, ModuleType] = {
+    "cpu": cpu,
+    "neuron": neuron,
+    "tensorcore": tensorcore,
 }
 _REGISTERED: dict[str, TargetSpec] = {}
 
 
 def available_targets() -> list[str]:
     """Names ``get_target`` accepts (``neuron@<release>`` also works for any neuron-cc release)."""
-    return sorted({*_BUILTIN, *_REGISTERED})
+    listed = {f"{name}@{version}" for name, module in BUILTIN.items()
+              for version in getattr(module, "LISTED_VERSIONS", ())}
+    return sorted({*BUILTIN, *listed, *_REGISTERED})
 
 
 def register_target(spec: TargetSpec, *, replace: bool = False) -> None:
-    """Make ``spec`` available to ``get_target(spec.name)`` (and so to the CLI and ``partition``).
+    """Make ``spec`` available to ``get_target(spec.name)`` (and so to the CLI and ``partition``)
+    as one accelerator + the host.
 
     Raises TargetSpecError if the name is taken and ``replace`` is False.
     """
     if not isinstance(spec, TargetSpec):
         raise TargetSpecError(f"register_target needs a TargetSpec, got {type(spec).__name__}")
-    if not replace and (spec.name in _BUILTIN or spec.name in _REGISTERED):
+    if not replace and (spec.name in available_targets()):
         raise TargetSpecError(f"a target named {spec.name!r} exists; pass replace=True to replace it")
     _REGISTERED[spec.name] = spec
 
@@ -72,12 +84,37 @@ def get_target(target: str | os.PathLike[str] | TargetSpec, **options: Any) -> T
                               f"{type(target).__name__}")
     if isinstance(target, str) and target in _REGISTERED:
         return _REGISTERED[target].with_options(**options)
-    if isinstance(target, str) and target in _BUILTIN:
-        return _BUILTIN[target](**options)
-    if isinstance(target, str) and target.startswith("neuron@"):
-        return neuron.build(**{"version": target.removeprefix("neuron@"), **options})
+    module, version = _builtin(target)
+    if module is not None:
+        return module.build(**options) if version is None else \
+            module.build(**{"version": version, **options})
     if looks_like_target_file(target):
         return load_target_file(target, **options)
     raise UnknownTargetError(
         f"unknown target {os.fspath(target)!r}; known targets: {', '.join(available_targets())} "
         "(also neuron@<neuron-cc release>, e.g. neuron@1.2.0.0, or a .toml/.json target file)")
+
+
+def builtin_platform(name: str, **options: Any) -> Platform | None:
+    """The built-in or registered platform called ``name``, or None if there is none."""
+    if name in _REGISTERED:
+        return accelerator_platform(_REGISTERED[name].with_options(**options))
+    module, _ = _builtin(name)
+    return None if module is None else module.platform(get_target(name, **options))
+
+
+def load_target_file(path: str | os.PathLike[str], **options: Any) -> TargetSpec:
+    """A target from a TOML/JSON target file (:mod:`partition_lab.targets.user`); ``options``
+    go to its ``base`` target."""
+    return read_target_file(path, get_target, **options)
+
+
+def _builtin(target: str | os.PathLike[str]) -> tuple[ModuleType | None, str | None]:
+    """The built-in module a name stands for, and the release after ``@`` (None if none)."""
+    if not isinstance(target, str):
+        return None, None
+    family, at, version = target.partition("@")
+    module = BUILTIN.get(family)
+    if module is None or (at and not hasattr(module, "LISTED_VERSIONS")):
+        return None, None
+    return module, (version if at else None)

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ..core.graph import OpNode, TensorType
-from ..core.plan import Verdict
+from ..core.support import Verdict
 from ..errors import TargetSpecError
 from .schema import Fields
 from .shapes import DIMENSION_NAMES, attr, data_type, dimension, is_dimension_name

@@ -30,13 +30,17 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ..core.graph import OpNode
-from ..core.plan import Verdict
+from ..core.platform import Device, Platform
+from ..core.support import Verdict
 from ..errors import TargetSpecError
 from .base import TargetSpec
+from .devices import host
 from .rules import AnyOf, AttrIn, DtypeIn, MultipleOf, Rule
 from .schema import packaged_data
 from .shapes import attr, data_type, dimension
 
+TENSOR_CORE_COLOUR = "#76b900"
+CUDA_CORE_COLOUR = "#4c9be8"
 OPTIONS: Mapping[str, Any] = {"precision": "fp16", "padding": False, "winograd": False}
 PRECISIONS = ("fp16", "fp32")
 CONV = frozenset({"nn.conv2d"})
@@ -48,6 +52,34 @@ PADDED_DTYPES = frozenset({"float16", "int8", "uint8"})
 MATMUL_DTYPES = frozenset({"float16", "int8", "uint8", "int4", "uint4"})
 PAD_LIMIT = 2.0
 PAD_CANDIDATES = ((16, 16, 16), (32, 16, 8), (8, 16, 32))  # TVM's order; ties keep the first
+
+
+def platform(spec: TargetSpec) -> Platform:
+    """Tensor Core regions (BYOC ``tensorcore``) + the GPU's CUDA cores (TVM's ``cuda`` main
+    target, same memory) + the host CPU in float32.
+
+    An op that misses the Tensor Core rules still runs on the GPU; only what the GPU cannot run
+    goes to the host.
+    """
+    tensor_cores = Device("tensorcore", spec, role="byoc", memory="gpu", compiler="tensorcore",
+                          preference=20, colour=TENSOR_CORE_COLOUR, profile=spec.default_profile,
+                          description="TVM's CUDA Tensor Core schedules (BYOC regions)")
+    cuda_cores = Device("cuda", _cuda_cores_target(spec), role="main", memory="gpu",
+                        preference=10, colour=CUDA_CORE_COLOUR, profile=spec.default_profile,
+                        matrix_engine=False,
+                        description="the GPU's CUDA cores (TVM's cuda main target)")
+    return Platform("tensorcore", (tensor_cores, cuda_cores, host("float32")),
+                    description="NVIDIA GPU: Tensor Core regions, CUDA cores, host CPU",
+                    options=dict(spec.options))
+
+
+def _cuda_cores_target(tensor_cores: TargetSpec) -> TargetSpec:
+    return TargetSpec(
+        "cuda", description="the GPU's CUDA cores: TVM's cuda target runs every Relay op",
+        provenance="TVM cuda target (topi CUDA schedules)", supports_all=True,
+        supported_reason="runs on the GPU's CUDA cores (TVM cuda target)",
+        prepare_steps=tensor_cores.prepare_steps(),
+        default_profile=tensor_cores.default_profile)
 
 
 def build(**options: Any) -> TargetSpec:

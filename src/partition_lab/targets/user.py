@@ -48,6 +48,7 @@ import functools
 import json
 import os
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -69,13 +70,17 @@ def looks_like_target_file(target: str | os.PathLike[str]) -> bool:
     return text.endswith(TARGET_FILE_SUFFIXES) or os.sep in text or isinstance(target, os.PathLike)
 
 
-def load_target_file(path: str | os.PathLike[str], **options: Any) -> TargetSpec:
+def read_target_file(path: str | os.PathLike[str], resolve_base: Callable[..., TargetSpec],
+                     **options: Any) -> TargetSpec:
     """Read a user target file (format in the module docstring).
 
     Parameters
     ----------
     path
         A ``.toml`` or ``.json`` file.
+    resolve_base
+        ``resolve_base(name, **options)``: the built-in or registered target a ``base`` key
+        names (:func:`partition_lab.targets.get_target`).
     options
         Options for the ``base`` target (a file without a base takes none).
 
@@ -94,7 +99,7 @@ def load_target_file(path: str | os.PathLike[str], **options: Any) -> TargetSpec
     where = str(path)
     f = Fields(_parse(path), where, TOP_LEVEL_KEYS)
     _check_names(f)
-    base = _base(f, options)
+    base = _base(f, options, resolve_base)
     rules = [rule_from_dict(item, f"{where}: rules[{i}]")
              for i, item in enumerate(f.table_list("rules"))]
     supported, unsupported = f.op_reasons("supported"), f.op_reasons("unsupported")
@@ -113,7 +118,7 @@ def load_target_file(path: str | os.PathLike[str], **options: Any) -> TargetSpec
         spec = (base or _EMPTY).extend(f.string("name"), **fields)
     except TargetSpecError as error:
         raise TargetSpecError(f"{where}: {error}") from None
-    spec.factory = functools.partial(load_target_file, path)
+    spec.factory = functools.partial(read_target_file, path, resolve_base)
     return spec
 
 
@@ -174,36 +179,19 @@ def _parse(path: Path) -> Any:
         raise TargetSpecError(f"{path}: not valid JSON: {error}") from None
 
 
-def _base(f: Fields, options: dict[str, Any]) -> TargetSpec | None:
+def _base(f: Fields, options: dict[str, Any],
+          resolve_base: Callable[..., TargetSpec]) -> TargetSpec | None:
     name = f.string("base", None)
     if name is None:
         if options:
             raise TargetSpecError(f"{f.where}: takes no options (it has no base target); got "
                                   f"{', '.join(sorted(options))}")
         return None
-    from .registry import get_target  # local: the registry imports this module
-
     if looks_like_target_file(name):
         raise TargetSpecError(f"{f.place('base')}: must name a built-in or registered target, "
                               f"not a file ({name!r})")
     try:
-        return get_target(name, **options)
+        return resolve_base(name, **options)
     except PartitionLabError as error:
         raise TargetSpecError(f"{f.place('base')}: {error}") from None
 
-
-def check_cost_profiles(platform: Any) -> None:
-    """For the command line: :class:`TargetSpecError` if the cost model cannot price a device
-    of ``platform`` without ``--profile``, said in the CLI's terms and before the model loads
-    (a target file without ``default_profile`` otherwise fails after the whole load)."""
-    from ..cost_models import available_profiles, get_cost_model
-    from ..errors import ProfileError
-
-    try:
-        get_cost_model(platform)
-    except ProfileError:
-        names = ", ".join(d.name for d in platform.accelerators if not d.profile)
-        raise TargetSpecError(
-            f"target {platform.name!r} names no hardware profile for {names}; pass --profile "
-            f"with one of {', '.join(available_profiles())}, or set default_profile in the "
-            "target file") from None

@@ -1,14 +1,15 @@
 """partition_lab's Relay passes, as ``tvm.transform`` passes that compose with ``Sequential``.
 
 The pipeline ``PrepareForTarget -> AnnotateSupport -> FormRegions -> OutlineRegions`` is what
-:func:`partition_lab.partition` runs. ``target`` names a platform everywhere (a built-in name such
-as ``"tensorcore"`` or ``"neuron@2020"``, a platform or target file, a ``TargetSpec`` or a
-:class:`~partition_lab.core.platform.Platform`). Between passes the state travels in module attributes
-(JSON strings), so each pass can also be used alone or mixed with TVM's own passes::
+:func:`partition_lab.partition` runs. The passes take a
+:class:`~partition_lab.core.platform.Platform` (``partition_lab.targets.get_platform`` makes one
+from a name or file). Between passes the state travels in module attributes (JSON strings), so
+each pass can also be used alone or mixed with TVM's own passes::
 
+    platform = get_platform("neuron@2020")
     seq = tvm.transform.Sequential([
-        PrepareForTarget("neuron@2020"),
-        AnnotateSupport("neuron@2020", excl_node_names=["relu0_fwd"]),
+        PrepareForTarget(platform),
+        AnnotateSupport(platform, excl_node_names=["relu0_fwd"]),
         FormRegions("cost"),
         OutlineRegions(),
     ])
@@ -17,9 +18,11 @@ as ``"tensorcore"`` or ``"neuron@2020"``, a platform or target file, a ``TargetS
 Attributes: ``partition_lab.target`` (the platform's name), ``partition_lab.verdicts`` (schema
 ``partition_lab.support/1``: the platform's devices and, per device, one ``[supported, reason,
 rule, anchor]`` per node of the OpGraph; a plain list of rows, the older form, is one
-accelerator named by the target attribute) and ``partition_lab.core.plan``
-(``PartitionPlan.to_json()``). Platforms built in this process are found again by name; others
-are rebuilt from the devices recorded in the attribute (support is not re-derived).
+accelerator named by the target attribute) and ``partition_lab.plan``
+(``PartitionPlan.to_json()``; modules written by 0.1.0 releases between the two spellings use
+``partition_lab.core.plan``, which is read too). Platforms annotated in this process are found
+again by name; others are rebuilt from the devices recorded in the attribute (support is not
+re-derived).
 """
 
 from __future__ import annotations
@@ -30,8 +33,9 @@ from typing import Any
 
 import tvm
 
-from ...core.plan import PartitionPlan, Support, Verdict
-from ...core.platform import Device, Platform, get_platform, host_device
+from ...core.plan import PartitionPlan
+from ...core.platform import Device, Platform, one_accelerator_platform, platform_from_records
+from ...core.support import Support, Verdict
 from ...errors import PartitionLabError
 from ..relay_graph import relay_graph
 from .annotate import support_table, support_verdicts
@@ -40,7 +44,9 @@ from .prepare import prepare
 
 TARGET_ATTR = "partition_lab.target"
 VERDICTS_ATTR = "partition_lab.verdicts"
-PLAN_ATTR = "partition_lab.core.plan"
+PLAN_ATTR = "partition_lab.plan"
+#: The key PLAN_ATTR had by mistake for a while (an import rewrite touched the string); read only.
+LEGACY_PLAN_ATTR = "partition_lab.core.plan"
 SUPPORT_SCHEMA = "partition_lab.support/1"
 
 __all__ = ["AnnotateSupport", "FormRegions", "OutlineRegions", "PrepareForTarget",
@@ -50,16 +56,27 @@ __all__ = ["AnnotateSupport", "FormRegions", "OutlineRegions", "PrepareForTarget
 _PLATFORMS: dict[str, Platform] = {}
 
 
-def _attr(mod: tvm.IRModule, key: str, needed_by: str) -> str:
-    if mod.attrs is None or key not in mod.attrs.keys():
-        raise PartitionLabError(f"{needed_by} needs the module attribute {key!r}; run the "
-                                "preceding partition_lab pass first")
-    return str(mod.attrs[key])
+def _attr(mod: tvm.IRModule, key: str, needed_by: str, *also: str) -> str:
+    """The module attribute ``key`` (or the first of the older keys ``also`` present)."""
+    keys = mod.attrs.keys() if mod.attrs is not None else ()
+    for name in (key, *also):
+        if name in keys:
+            return str(mod.attrs[name])
+    raise PartitionLabError(f"{needed_by} needs the module attribute {key!r}; run the "
+                            "preceding partition_lab pass first")
 
 
-def PrepareForTarget(target: Any, **target_options: Any) -> tvm.transform.Pass:  # noqa: N802
+def _platform(platform: Any) -> Platform:
+    if not isinstance(platform, Platform):
+        raise PartitionLabError(
+            f"the partition_lab passes take a Platform, not {type(platform).__name__}: "
+            "partition_lab.targets.get_platform(name) makes one from a name or file")
+    return platform
+
+
+def PrepareForTarget(platform: Platform) -> tvm.transform.Pass:  # noqa: N802
     """Layout/precision conversion the platform's devices ask for (NHWC + fp16 for tensorcore)."""
-    platform = get_platform(target, **target_options)
+    platform = _platform(platform)
 
     @tvm.transform.module_pass(opt_level=0, name="partition_lab.PrepareForTarget")
     def _pass(mod: tvm.IRModule, _ctx: Any) -> tvm.IRModule:
@@ -69,11 +86,10 @@ def PrepareForTarget(target: Any, **target_options: Any) -> tvm.transform.Pass: 
 
 
 def AnnotateSupport(  # noqa: N802
-    target: Any, excl_node_names: Iterable[str] = (), exclude_ops: Iterable[str] = (),
-    **target_options: Any,
+    platform: Platform, excl_node_names: Iterable[str] = (), exclude_ops: Iterable[str] = (),
 ) -> tvm.transform.Pass:
     """Record every device's verdict (with its reason) for every op, after exclusions."""
-    platform = get_platform(target, **target_options)
+    platform = _platform(platform)
     names, ops = tuple(excl_node_names), tuple(exclude_ops)
 
     @tvm.transform.module_pass(opt_level=0, name="partition_lab.AnnotateSupport")
@@ -121,7 +137,7 @@ def OutlineRegions() -> tvm.transform.Pass:  # noqa: N802
     @tvm.transform.module_pass(opt_level=0, name="partition_lab.OutlineRegions")
     def _pass(mod: tvm.IRModule, _ctx: Any) -> tvm.IRModule:
         rg = relay_graph(mod)
-        data = json.loads(_attr(mod, PLAN_ATTR, "OutlineRegions"))
+        data = json.loads(_attr(mod, PLAN_ATTR, "OutlineRegions", LEGACY_PLAN_ATTR))
         known = _PLATFORMS.get(data.get("target", ""))
         if known is not None and [d["name"] for d in data.get("devices", ())] != known.names:
             known = None
@@ -142,35 +158,17 @@ def _device_dict(d: Device) -> dict[str, Any]:
 def _read_support(target: str, data: Any) -> Support:
     """The :class:`Support` an AnnotateSupport attribute records (either form)."""
     if isinstance(data, list):  # the one-accelerator form: rows of the target's verdicts
-        return Support.single([Verdict(*row) for row in data], target)
+        verdicts = [Verdict(*row) for row in data]
+        return Support.with_host(one_accelerator_platform(target), {target: verdicts})
     table = {name: [Verdict(*row) for row in rows] for name, rows in data["verdicts"].items()}
     return Support(_platform_for(target, data["devices"]), table)
 
 
 def _platform_for(target: str, devices: list[Mapping[str, Any]]) -> Platform:
-    names = [d["name"] for d in devices]
     known = _PLATFORMS.get(target)
-    if known is not None and known.names == names:
+    if known is not None and known.names == [d["name"] for d in devices]:
         return known
-    try:
-        built = get_platform(target)
-        if built.names == names:
-            return built
-    except PartitionLabError:
-        pass
-    from ...targets.base import TargetSpec
-
-    rebuilt = []
-    for d in devices:
-        if d["role"] == "host":
-            rebuilt.append(host_device(d["precision"]))
-            continue
-        rebuilt.append(Device(d["name"], TargetSpec(d["name"], supports_all=True), role=d["role"],
-                              memory=d["memory"], compiler=d["compiler"],
-                              precision=d["precision"], preference=d["preference"],
-                              colour=d["colour"], profile=d.get("profile"),
-                              matrix_engine=d.get("matrix_engine", True)))
-    return Platform(target, tuple(rebuilt))
+    return platform_from_records(target, devices)
 
 
 def _default_cost_model(platform: Platform, get_cost_model: Any) -> Any:

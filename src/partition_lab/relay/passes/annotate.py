@@ -8,8 +8,8 @@ from typing import Any
 
 from ..._audience import option
 from ...core.graph import OpGraph
-from ...core.plan import CPU, Support, Verdict, host_verdict
-from ...core.platform import Platform
+from ...core.platform import HOST, Platform
+from ...core.support import Support, Verdict, host_verdict
 from ...errors import ExclusionError
 from ..frontends._spans import first_call_name
 
@@ -30,10 +30,10 @@ def support_table(
     _check_exclusions(graph, names, ops)
     table = {}
     for device in platform.devices:
-        if device.name == CPU:
-            table[CPU] = [host_verdict() for _ in range(len(graph))]
+        if device.name == HOST:
+            table[HOST] = [host_verdict() for _ in range(len(graph))]
         else:
-            table[device.name] = support_verdicts(graph, device.spec, names, ops)
+            table[device.name] = support_verdicts(graph, device.target, names, ops)
     return Support(platform, table)
 
 

@@ -48,8 +48,9 @@ from tvm import relay
 
 from ...core.graph import TensorType
 from ...core.plan import PartitionPlan, Region
-from ...core.platform import Device, Platform, compiler_name
+from ...core.platform import Device, Platform
 from ...errors import PartitionLabError
+from ...targets import compiler_name
 from ..relay_graph import RelayGraph, array_items
 
 Env = dict[tuple[int, int], relay.Expr]

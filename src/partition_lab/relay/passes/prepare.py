@@ -1,6 +1,7 @@
 """Relay preparation steps a target asks for before its support is checked.
 
-Targets name the steps (``TargetSpec.prepare_steps()``); this module runs them. Each step keeps
+Targets name the steps (``TargetSpec.prepare_steps()``, names from ``core.platform.PREPARE_STEPS``);
+this module runs them. Each step keeps
 the source-name spans, so exclusions by node name still work after it.
 """
 
@@ -11,6 +12,7 @@ from collections.abc import Callable, Sequence
 import tvm
 from tvm import relay
 
+from ...core.platform import PREPARE_STEPS
 from ...errors import TargetSpecError
 from .fold import fold_weight_transforms
 
@@ -20,13 +22,11 @@ def _convert_layout(layout: str) -> tvm.transform.Pass:
     return relay.transform.ConvertLayout({"nn.conv2d": [layout, "default"]})
 
 
-def _mixed_precision(dtype: str) -> tvm.transform.Pass:
-    return relay.transform.ToMixedPrecision(dtype)
-
-
-STEPS: dict[str, Callable[[str], tvm.transform.Pass]] = {
-    "convert_layout": _convert_layout,
-    "mixed_precision": _mixed_precision,
+#: How each step of :data:`~partition_lab.core.platform.PREPARE_STEPS` (the one list of step
+#: names) runs in Relay.
+RELAY_PASSES: dict[str, Callable[[], tvm.transform.Pass]] = {
+    "convert_layout:NHWC": lambda: _convert_layout("NHWC"),
+    "mixed_precision:float16": lambda: relay.transform.ToMixedPrecision("float16"),
 }
 
 
@@ -34,12 +34,10 @@ def prepare_passes(steps: Sequence[str]) -> list[tvm.transform.Pass]:
     """The TVM passes for step names like ``"convert_layout:NHWC"``, each followed by type inference."""
     passes: list[tvm.transform.Pass] = []
     for step in steps:
-        kind, _, arg = step.partition(":")
-        if kind not in STEPS:
-            raise TargetSpecError(
-                f"unknown preparation step {step!r}; known steps: "
-                + ", ".join(f"{k}:<arg>" for k in STEPS))
-        passes += [STEPS[kind](arg), relay.transform.InferType()]
+        if step not in PREPARE_STEPS or step not in RELAY_PASSES:
+            raise TargetSpecError(f"unknown preparation step {step!r}; known steps: "
+                                  f"{', '.join(PREPARE_STEPS)}")
+        passes += [RELAY_PASSES[step](), relay.transform.InferType()]
     return passes
 
 
