@@ -30,9 +30,9 @@ os.environ.setdefault("TOPHUB_LOCATION", "NONE")
 
 import numpy as np  # noqa: E402
 
-from partition_lab import zoo  # noqa: E402
+from partition_lab import synthetic, zoo  # noqa: E402
 from partition_lab.api import analyze  # noqa: E402
-from partition_lab.core.support import Support, Verdict  # noqa: E402
+from partition_lab.core.support import Verdict  # noqa: E402
 from partition_lab.relay.passes.outline import outline  # noqa: E402
 from partition_lab.relay.passes.tvm_reference import tvm_chain_regions  # noqa: E402
 from partition_lab.strategies import get_strategy  # noqa: E402
@@ -54,7 +54,7 @@ def ours(analysis, verdicts=None) -> tuple[float, list[frozenset[int]], float]:
     if verdicts is None:
         support = support_table(rg.graph, analysis.platform)
     else:
-        support = Support.single(verdicts, analysis.platform.primary.name)
+        support = synthetic.one_accelerator(verdicts, analysis.platform.primary.name)
     plan = get_strategy("greedy").run(rg.graph, support)
     plan.validate()
     partitioned = outline(rg, plan)

@@ -35,14 +35,14 @@ DOT_SIZES = (160, 240, 320, 400)
 
 def dot_alone(n_ops: int, timeout: float) -> dict:
     """Lay out the collapsed drawing of an ``n_ops`` random DAG with ``dot``, capped."""
-    from partition_lab import PartitionPlan, Verdict
+    from partition_lab import Verdict, synthetic
     from partition_lab.render.dot import draw
     from partition_lab.synthetic import random_dag
 
     graph = random_dag(n_ops, seed=0)
     verdicts = [Verdict(i % 2 == 0, "alternating", "bench") for i in range(n_ops)]
-    plan = PartitionPlan.from_assignment(graph, "acc", "greedy",
-                                         [i for i in range(n_ops) if i % 2 == 0], verdicts)
+    plan = synthetic.plan_on(graph, synthetic.one_accelerator(verdicts, "acc"), "greedy",
+                             [i for i in range(n_ops) if i % 2 == 0])
     source = draw(plan, collapse=True).source.encode()
     start = time.perf_counter()
     try:

@@ -26,9 +26,9 @@ from pathlib import Path
 
 from partition_lab import synthetic
 from partition_lab.core.support import Support, host_verdict
-from partition_lab.core.platform import get_platform
 from partition_lab.cost_models import evaluate, get_cost_model
 from partition_lab.strategies import NotApplicableError, available_strategies, get_strategy
+from partition_lab.targets import get_platform
 
 OPTIMAL_MAX_OPS = 10_000
 UNSUPPORTED = 0.05
@@ -42,7 +42,7 @@ def time_run(name: str, graph, verdicts, target: str | None, model, repeat: int)
     for _ in range(repeat):
         wall, cpu = time.perf_counter(), time.process_time()
         try:
-            plan = get_strategy(name).run(graph, verdicts, target=target, cost_model=model)
+            plan = get_strategy(name).run(graph, synthetic.one_accelerator(verdicts, target), cost_model=model)
         except NotApplicableError:
             plan = None
         best_wall = min(best_wall, time.perf_counter() - wall)
@@ -62,13 +62,13 @@ def three_device_support(graph) -> Support:
 
 
 def synthetic_rows(sizes: list[int], repeat: int, devices: int = 2) -> list[dict]:
-    model = get_cost_model("neuron@2020" if devices == 2 else "tensorcore")
+    model = get_cost_model(get_platform("neuron@2020" if devices == 2 else "tensorcore"))
     rows = []
     for n in sizes:
         start = time.perf_counter()
         graph = synthetic.layered_dag(n, seed=1, channels=CHANNELS)
         if devices == 2:
-            support = Support.single(
+            support = synthetic.one_accelerator(
                 synthetic.random_verdicts(graph, seed=2, unsupported=UNSUPPORTED), "neuron@2020")
         else:
             support = three_device_support(graph)

@@ -43,7 +43,7 @@ def main() -> None:
     args.output.parent.mkdir(parents=True, exist_ok=True)
     render.write(plan, args.output, result.cost, collapse=True,
                  title=f"{MODEL}{' (small)' if args.small else ''}, batch {batch}, on "
-                       f"{plan.target} (NPU, DSP, host CPU), strategy {plan.strategy}")
+                       f"{plan.platform_name} (NPU, DSP, host CPU), strategy {plan.strategy}")
     print(f"wrote {args.output}")
 
 

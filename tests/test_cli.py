@@ -26,6 +26,7 @@ from partition_lab.cli import (
     parse_input_shapes,
     parse_options,
 )
+from partition_lab.targets import get_platform
 
 SVG = "{http://www.w3.org/2000/svg}"
 COMMANDS = ["viz", "partition", "compare", "profile", "targets", "zoo"]
@@ -94,8 +95,8 @@ def test_compare_help_documents_exactly_the_keys_compare_json_prints():
 
     graph = synthetic.chain(["nn.conv2d", "nn.relu", "sign", "nn.conv2d"])
     verdicts = synthetic.verdicts_by_op(graph, ["sign"])
-    data = compare_plans(graph, verdicts, target="acc", strategies=["greedy", "all_accel"],
-                         cost_model=get_cost_model("neuron")).to_dict()
+    data = compare_plans(graph, synthetic.one_accelerator(verdicts, "acc"), strategies=["greedy", "all_accel"],
+                         cost_model=get_cost_model(get_platform("neuron"))).to_dict()
     printed = set(data) | {key for row in data["rows"] for key in row}
     documented = set(re.findall(r'"(\w+)":', COMPARE_JSON_DOC))
     assert documented == printed

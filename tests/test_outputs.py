@@ -181,9 +181,9 @@ def test_quiet_tvm_logs_keeps_every_other_line() -> None:
 
 def test_a_plan_without_a_cost_model_validates() -> None:
     from partition_lab import synthetic
-    from partition_lab.core.platform import get_platform
     from partition_lab.relay.passes.annotate import support_table
     from partition_lab.strategies import get_strategy
+    from partition_lab.targets import get_platform
 
     graph = synthetic.simple_pose_like()
     plan = get_strategy("greedy").run(graph, support_table(graph, get_platform("neuron@2020")))

@@ -10,7 +10,7 @@ import pytest
 import tvm
 
 import partition_lab
-from partition_lab import zoo
+from partition_lab import synthetic, zoo
 from partition_lab.api import analyze, bind_params
 from partition_lab.core.support import Verdict
 from partition_lab.errors import ExclusionError, UnknownTargetError
@@ -23,6 +23,7 @@ from partition_lab.relay.passes import (
 from partition_lab.relay.passes.tvm_reference import tvm_chain_regions
 from partition_lab.relay.runtime import RegionExecutor, run_module
 from partition_lab.strategies import get_strategy
+from partition_lab.targets import get_platform
 
 ACCEL_TARGETS = ["neuron", "neuron@2020", "tensorcore"]
 # fp32 plans: the partitioned program run region by region by TVM (llvm) against the framework
@@ -97,7 +98,7 @@ def test_greedy_matches_tvm_byoc_chain(model: str, frontend: str, predicate: str
         rng = np.random.default_rng(len(supported))
         supported = list(rng.random(len(supported)) < 0.7)
     verdicts = [Verdict(ok, "test predicate") for ok in supported]
-    plan = get_strategy("greedy").run(analysis.graph, verdicts, target="neuron@2020")
+    plan = get_strategy("greedy").run(analysis.graph, synthetic.one_accelerator(verdicts, "neuron@2020"))
     ours = sorted((frozenset(r.nodes) for r in plan.accelerator_regions), key=min)
     reference = tvm_chain_regions(analysis.relay, supported)
     assert ours == reference.regions
@@ -106,9 +107,10 @@ def test_greedy_matches_tvm_byoc_chain(model: str, frontend: str, predicate: str
 def test_passes_compose_with_tvm_sequential() -> None:
     mod, params = zoo.load("simple_pose_resnet152_v1b", small=True)
     bound = bind_params(mod, params)
+    platform = get_platform("neuron@2020")
     seq = tvm.transform.Sequential([
-        PrepareForTarget("neuron@2020"),
-        AnnotateSupport("neuron@2020"),
+        PrepareForTarget(platform),
+        AnnotateSupport(platform),
         FormRegions("greedy"),
         OutlineRegions(),
     ])

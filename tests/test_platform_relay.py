@@ -15,7 +15,6 @@ from tvm import relay
 import partition_lab
 from partition_lab import zoo
 from partition_lab.api import analyze, bind_params
-from partition_lab.core.platform import get_platform
 from partition_lab.cost_models import get_cost_model
 from partition_lab.relay.passes import (
     AnnotateSupport,
@@ -25,6 +24,7 @@ from partition_lab.relay.passes import (
 )
 from partition_lab.relay.passes.outline import outline, outline_regions
 from partition_lab.relay.runtime import RegionExecutor, run_module
+from partition_lab.targets import get_platform
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "platforms" / "npu_dsp_cpu.toml"
 # float32 plans against the unpartitioned float32 module (as tests/test_partition.py).
@@ -187,7 +187,8 @@ def test_passes_pipeline_takes_a_platform_file() -> None:
     mod, params = zoo.load("fcn_resnet101_ade", small=True)
     bound = bind_params(mod, params)
     seq = tvm.transform.Sequential([
-        PrepareForTarget(EXAMPLE), AnnotateSupport(EXAMPLE), FormRegions("greedy"),
+        PrepareForTarget(get_platform(EXAMPLE)), AnnotateSupport(get_platform(EXAMPLE)),
+        FormRegions("greedy"),
         OutlineRegions(),
     ])
     with tvm.transform.PassContext(opt_level=3):

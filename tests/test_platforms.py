@@ -14,15 +14,14 @@ from partition_lab import synthetic
 from partition_lab.core.graph import OpGraph
 from partition_lab.core.ops import MAC_OPS
 from partition_lab.core.plan import PartitionPlan
-from partition_lab.core.platform import HOST
+from partition_lab.core.platform import AS_PREPARED, HOST, Device, Platform, host_device
 from partition_lab.core.support import Support, Verdict, host_verdict
-from partition_lab.core.platform import AS_PREPARED, Device, Platform, get_platform, host_device
 from partition_lab.cost_models import evaluate, get_cost_model
 from partition_lab.errors import PlanError, TargetSpecError
 from partition_lab.relay.passes.annotate import support_table
 from partition_lab.strategies import NotApplicableError, available_strategies, get_strategy
 from partition_lab.strategies.costing import CostTables
-from partition_lab.targets import TargetSpec
+from partition_lab.targets import TargetSpec, get_platform
 
 
 # ---------------------------------------------------------------------------- platforms
@@ -317,7 +316,7 @@ def test_reasons_are_data_and_the_summary_groups_by_them() -> None:
 def test_platform_docstring_examples_run() -> None:
     import doctest
 
-    from partition_lab.core import platform
+    from partition_lab.targets import platform_files
 
-    result = doctest.testmod(platform)
+    result = doctest.testmod(platform_files)
     assert result.attempted > 0 and result.failed == 0

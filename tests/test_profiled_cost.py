@@ -15,7 +15,6 @@ import pytest
 
 from partition_lab import synthetic
 from partition_lab.core.ops import op_class
-from partition_lab.core.platform import get_platform
 from partition_lab.cost_models import evaluate, get_cost_model, op_signature
 from partition_lab.cost_models.measured_gpu import MeasuredGpuCostModel
 from partition_lab.cost_models.profiled import (
@@ -27,6 +26,7 @@ from partition_lab.cost_models.profiled import (
 )
 from partition_lab.errors import ProfileError
 from partition_lab.strategies import get_strategy
+from partition_lab.targets import get_platform
 
 NOISE = 0.05
 GPU, CPU = "gpu-key", "cpu-key"

@@ -23,12 +23,12 @@ import pytest
 from partition_lab.core.graph import OpGraph, OpGraphBuilder, TensorType
 from partition_lab.core.plan import PartitionPlan
 from partition_lab.core.support import Support, Verdict
-from partition_lab.core.platform import get_platform
 from partition_lab.cost_models.measured import op_signature
 from partition_lab.errors import ProfileError
 from partition_lab.executors.graph_io import ArgRef, Bundle, write_bundle
 from partition_lab.profiling.cache import SCHEMA, DeviceEntry, OpStats, ProfileCache
 from partition_lab.profiling.runners import Runner, Timing
+from partition_lab.targets import get_platform
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
 REQUIRE_TORCH = os.environ.get("PARTITION_LAB_REQUIRE_TORCH") == "1"

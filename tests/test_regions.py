@@ -21,9 +21,8 @@ from hypothesis import strategies as st
 from partition_lab import synthetic
 from partition_lab.core import regions as regions_module
 from partition_lab.core.graph import OpGraph, OpGraphBuilder, TensorType
-from partition_lab.core.plan import PartitionPlan
-from partition_lab.core.support import Verdict
 from partition_lab.core.regions import _expand, _has_cycle, _merge, form_regions
+from partition_lab.core.support import Verdict
 
 TUPLE_OPS = {"concatenate", "stack", "meshgrid", "einsum"}
 SPEC = TensorType((1, 4), "float32")
@@ -277,8 +276,7 @@ def check_partition(graph: OpGraph, devices: list[str], regions: list[list[int]]
     accel = [v for v, d in enumerate(devices) if d != "cpu"]
     targets = {d for d in devices if d != "cpu"}
     if len(targets) <= 1:  # PartitionPlan knows one accelerator
-        plan = PartitionPlan.from_assignment(graph, next(iter(targets), "acc"), "test", accel,
-                                             verdicts)
+        plan = synthetic.plan_on(graph, synthetic.one_accelerator(verdicts, next(iter(targets), "acc")), "test", accel)
         plan.validate()
     key = [0] * len(graph)
     for i, r in enumerate(regions):

@@ -25,13 +25,13 @@ from partition_lab import (
     render,
     synthetic,
 )
-from partition_lab.core.platform import HOST
+from partition_lab.core.platform import HOST, Device, Platform, host_device
 from partition_lab.core.support import Support, host_verdict
-from partition_lab.core.platform import Device, Platform, get_platform, host_device
 from partition_lab.cost_models.base import evaluate
 from partition_lab.render import graphviz as render_graphviz
 from partition_lab.render import view as render_view
 from partition_lab.strategies import get_strategy
+from partition_lab.targets import get_platform
 from partition_lab.targets.base import TargetSpec
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -79,7 +79,7 @@ def pose_like(target: str = "neuron@2020", blocks: int = 2, *, name: str = "pose
     graph = b.build(outputs=[b.op("nn.conv2d", [tail], source_name="final_conv"), h])
     verdicts = [verdict_for(node.op) for node in graph]
     on_accel = [node.id for node in graph if verdicts[node.id].supported]
-    plan = PartitionPlan.from_assignment(graph, target, "greedy", on_accel, verdicts)
+    plan = synthetic.plan_on(graph, synthetic.one_accelerator(verdicts, target), "greedy", on_accel)
     plan.validate()
     return plan, evaluate(plan, ToyCost())
 
@@ -103,8 +103,7 @@ def chain(n_blocks: int) -> PartitionPlan:
         h = b.op("add", [c, h])
     graph = b.build()
     verdicts = [verdict_for(node.op) for node in graph]
-    return PartitionPlan.from_assignment(
-        graph, "neuron", "greedy", [n.id for n in graph if verdicts[n.id].supported], verdicts)
+    return synthetic.plan_on(graph, synthetic.one_accelerator(verdicts, "neuron"), "greedy", [n.id for n in graph if verdicts[n.id].supported])
 
 
 def svg_of(plan, cost, **kwargs) -> ET.Element:
@@ -370,9 +369,8 @@ def test_island_lists_the_targets_reasons_before_the_strategys(labels, shown):
     label = {"many": None, "drawn": 2, "gone": 9}[labels]
     reasons = {n: f"region accel{10 + n if label is None else label} (3 ops) excluded: "
                   "slower on the accelerator" for n in kept}
-    moved = PartitionPlan.from_assignment(
-        graph, plan.target, "cost", [n.id for n in graph if verdicts[n.id].supported
-                                     and n.id not in kept], verdicts, reasons)
+    moved = synthetic.plan_on(graph, synthetic.one_accelerator(verdicts, plan.platform_name), "cost", [n.id for n in graph if verdicts[n.id].supported
+                                     and n.id not in kept], reasons)
     assert ("accel2" in {r.label for r in moved.regions}) and \
         ("accel9" not in {r.label for r in moved.regions})
     island = next(r for r in moved.cpu_regions if deconv in r.nodes)

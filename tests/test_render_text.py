@@ -9,12 +9,12 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from partition_lab import render, synthetic
-from partition_lab.core.platform import get_platform
 from partition_lab.cost_models import get_cost_model
 from partition_lab.cost_models.base import evaluate
 from partition_lab.relay.passes.annotate import support_table
 from partition_lab.render.view import HEADER_WIDTH, REASON_WIDTH
 from partition_lab.strategies import get_strategy
+from partition_lab.targets import get_platform
 
 SVG = "{http://www.w3.org/2000/svg}"
 NUMBER = re.compile(r"\d+(?:\.\d+)? (?:ms|us|s)\b")

@@ -7,12 +7,12 @@ import math
 import pytest
 
 from partition_lab import synthetic
-from partition_lab.core.support import Support
 from partition_lab.cost_models import evaluate, get_cost_model
 from partition_lab.errors import PartitionLabError
 from partition_lab.strategies import get_strategy
 from partition_lab.strategies.costing import CostTables
 from partition_lab.strategies.robust import decide, gain_sigma, plan_sigma
+from partition_lab.targets import get_platform
 
 
 class Flat:
@@ -44,7 +44,7 @@ def problem():
     # copies); all on the CPU saves 1 ms of launch and copies but costs 5 x 0.15 ms more compute.
     graph = synthetic.chain(["nn.relu"] * 5 + ["tanh"])
     verdicts = synthetic.verdicts_by_op(graph, unsupported=["tanh"])
-    return graph, Support.single(verdicts, "acc")
+    return graph, synthetic.one_accelerator(verdicts, "acc")
 
 
 @pytest.mark.parametrize("name", ["cost", "optimal"])
@@ -93,7 +93,7 @@ def test_a_shared_device_drift_grows_with_the_work_moved_not_its_square_root() -
     # sigma grows like sqrt(40)); a device that runs 10% slow on the day slows all 40 alike, so
     # its part grows like 40: the gain's sigma must hold 10% of the host time gained.
     graph = synthetic.chain(["nn.relu"] * 40 + ["tanh"])
-    support = Support.single(synthetic.verdicts_by_op(graph, unsupported=["tanh"]), "acc")
+    support = synthetic.one_accelerator(synthetic.verdicts_by_op(graph, unsupported=["tanh"]), "acc")
     independent = Flat(1e-4, 2e-4, sigma=0.1)
     drifting = Flat(1e-4, 2e-4, sigma=0.1)
     drifting.device_sigma = lambda device: 0.1
@@ -113,7 +113,7 @@ def test_a_shared_device_drift_grows_with_the_work_moved_not_its_square_root() -
 
 
 def test_the_roofline_states_its_uncertainty_and_options_are_checked() -> None:
-    model = get_cost_model("neuron@2020")
+    model = get_cost_model(get_platform("neuron@2020"))
     node = synthetic.chain(["nn.relu"])[0]
     assert model.op_sigma(node, "cpu") > 0.5 and not model.is_measured(node, "cpu")
     with pytest.raises(PartitionLabError, match="confidence_z"):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from partition_lab import PartitionPlan, Verdict, _outputs, _signals, zoo
+from partition_lab import PartitionPlan, Verdict, _outputs, _signals, synthetic, zoo
 from partition_lab.errors import PlanError, TargetSpecError
 from partition_lab.render import graphviz as render_graphviz
 from partition_lab.synthetic import chain, random_dag
@@ -228,9 +228,9 @@ def test_unsafe_templates_fail(template):
 
 # ---------------------------------------------------------------------------------- plans
 def test_a_plan_with_a_flipped_verdict_fails_against_the_rules():
-    from partition_lab.core.platform import accelerator_platform
     from partition_lab.relay.passes.annotate import support_table
     from partition_lab.strategies import get_strategy
+    from partition_lab.targets import accelerator_platform
     from partition_lab.targets.base import TargetSpec
 
     graph = chain(["nn.conv2d", "tanh", "nn.conv2d"])
@@ -248,7 +248,7 @@ def test_a_plan_with_a_flipped_verdict_fails_against_the_rules():
 def test_a_plan_for_another_graph_is_refused():
     graph = chain(["nn.conv2d", "nn.relu"])
     verdicts = [Verdict(True, "ok", "r")] * 2
-    data = PartitionPlan.from_assignment(graph, "acc", "greedy", [0, 1], verdicts).to_dict()
+    data = synthetic.plan_on(graph, synthetic.one_accelerator(verdicts, "acc"), "greedy", [0, 1]).to_dict()
     with pytest.raises(PlanError, match="another graph"):
         PartitionPlan.from_dict(chain(["nn.conv2d", "tanh"]), data)
 
@@ -257,8 +257,7 @@ def test_a_plan_for_another_graph_is_refused():
 def _alternating_plan(n: int) -> PartitionPlan:
     graph = random_dag(n, seed=0)
     verdicts = [Verdict(i % 2 == 0, "alternating", "r") for i in range(n)]
-    return PartitionPlan.from_assignment(graph, "acc", "greedy",
-                                         [i for i in range(n) if i % 2 == 0], verdicts)
+    return synthetic.plan_on(graph, synthetic.one_accelerator(verdicts, "acc"), "greedy", [i for i in range(n) if i % 2 == 0])
 
 
 def test_a_drawing_over_the_budget_is_refused_before_dot_runs(tmp_path, monkeypatch):
@@ -290,9 +289,9 @@ EXCLUSIONS = [  # (excl_node_names, exclude_ops) -> Python wording, command-line
 def test_an_exclusion_error_names_the_option_as_its_reader_wrote_it(names, ops, python,
                                                                     command_line):
     from partition_lab._audience import command_line as for_the_command_line
-    from partition_lab.core.platform import get_platform
     from partition_lab.errors import ExclusionError
     from partition_lab.relay.passes.annotate import support_table
+    from partition_lab.targets import get_platform
 
     graph, platform = chain(["nn.conv2d", "nn.relu"]), get_platform("neuron")
     with pytest.raises(ExclusionError, match=python):

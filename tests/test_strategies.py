@@ -15,7 +15,6 @@ from optimal_notes import check_optimal_note
 from partition_lab import synthetic
 from partition_lab.comparison import compare_plans
 from partition_lab.core.graph import OpGraph
-from partition_lab.core.plan import PartitionPlan
 from partition_lab.core.platform import HOST
 from partition_lab.core.support import Verdict
 from partition_lab.cost_models import evaluate, get_cost_model
@@ -27,10 +26,11 @@ from partition_lab.strategies import (
     option_fields,
 )
 from partition_lab.strategies.costing import CostTables
+from partition_lab.targets import get_platform
 
 ALL = ["greedy", "min_size", "no_mac", "cost", "optimal", "all_cpu", "all_accel"]
-NEURON = get_cost_model("neuron@2020")
-TENSORCORE = get_cost_model("tensorcore")
+NEURON = get_cost_model(get_platform("neuron@2020"))
+TENSORCORE = get_cost_model(get_platform("tensorcore"))
 
 
 # ---------------------------------------------------------------------------- registry
@@ -75,7 +75,7 @@ def test_cost_strategies_need_a_cost_model() -> None:
     graph = synthetic.chain(["nn.conv2d", "nn.relu"])
     for name in ("cost", "optimal"):
         with pytest.raises(PartitionLabError, match="needs a cost model"):
-            get_strategy(name).run(graph, synthetic.verdicts_by_op(graph), target="acc")
+            get_strategy(name).run(graph, synthetic.one_accelerator(synthetic.verdicts_by_op(graph)))
 
 
 # ---------------------------------------------------------------------------- fixtures
@@ -112,7 +112,7 @@ CASES = {
 @pytest.mark.parametrize("case", list(CASES))
 def test_every_strategy_gives_a_valid_explained_plan_and_optimal_is_lowest(case, model) -> None:
     graph, verdicts = CASES[case]()
-    comparison = compare_plans(graph, verdicts, target="acc", cost_model=model)
+    comparison = compare_plans(graph, synthetic.one_accelerator(verdicts, "acc"), cost_model=model)
     totals = {}
     for row in comparison.rows:
         if not row.applicable:
@@ -140,7 +140,7 @@ def test_anchorless_regions_are_dropped_with_a_reason() -> None:
                              "nn.conv2d"])
     verdicts = synthetic.verdicts_by_op(graph, ["tanh"], anchors=["nn.conv2d"],
                                         target="tensorcore")
-    plan = get_strategy("greedy").run(graph, verdicts, target="tensorcore")
+    plan = get_strategy("greedy").run(graph, synthetic.one_accelerator(verdicts, "tensorcore"))
     plan.validate()
     assert [len(r.nodes) for r in plan.accelerator_regions] == [2, 1]
     reason = plan.decisions[3].reason
@@ -151,13 +151,13 @@ def test_anchorless_regions_are_dropped_with_a_reason() -> None:
 
 def test_min_size_and_no_mac_say_why() -> None:
     graph, verdicts = _chain_with_unsupported()
-    plan = get_strategy("min_size", min_ops=3).run(graph, verdicts, target="neuron@2020")
+    plan = get_strategy("min_size", min_ops=3).run(graph, synthetic.one_accelerator(verdicts, "neuron@2020"))
     assert all(len(r.nodes) >= 3 for r in plan.accelerator_regions)
     assert "2 ops on neuron@2020 (nn.batch_norm, nn.relu) is smaller than min_ops=3" in \
         plan.decisions[3].reason
     why = plan.decisions[3].why
     assert (why.code, why.rule, why.device) == ("min-size", "min_ops=3", "neuron@2020")
-    plan = get_strategy("no_mac").run(graph, verdicts, target="neuron@2020")
+    plan = get_strategy("no_mac").run(graph, synthetic.one_accelerator(verdicts, "neuron@2020"))
     assert "does no multiply-accumulate work" in plan.decisions[3].reason
     assert all(any(graph[n].op == "nn.conv2d" for n in r.nodes) for r in plan.accelerator_regions)
 
@@ -165,15 +165,15 @@ def test_min_size_and_no_mac_say_why() -> None:
 def test_all_accel_is_a_bound_only_when_everything_is_supported() -> None:
     graph, verdicts = _chain_with_unsupported()
     with pytest.raises(NotApplicableError, match=r"does not support 3 op\(s\) \(tanh\): tanh_2"):
-        get_strategy("all_accel").run(graph, verdicts, target="neuron@2020")
+        get_strategy("all_accel").run(graph, synthetic.one_accelerator(verdicts, "neuron@2020"))
     supported = synthetic.verdicts_by_op(graph)
-    plan = get_strategy("all_accel").run(graph, supported, target="neuron@2020")
+    plan = get_strategy("all_accel").run(graph, synthetic.one_accelerator(supported, "neuron@2020"))
     assert len(plan.accelerator_nodes) == len(graph) and len(plan.regions) == 1
 
 
 def test_all_cpu_is_the_baseline() -> None:
     graph, verdicts = _chain_with_unsupported()
-    plan = get_strategy("all_cpu").run(graph, verdicts, target="neuron@2020")
+    plan = get_strategy("all_cpu").run(graph, synthetic.one_accelerator(verdicts, "neuron@2020"))
     assert plan.accelerator_nodes == [] and len(plan.regions) == 1
     assert plan.decisions[0].reason.startswith("all_cpu")
     assert plan.decisions[2].reason == verdicts[2].reason
@@ -181,19 +181,17 @@ def test_all_cpu_is_the_baseline() -> None:
 
 def test_greedy_regions_are_form_regions() -> None:
     graph, verdicts = CASES["layered"]()
-    plan = get_strategy("greedy").run(graph, verdicts, target="acc")
-    again = PartitionPlan.from_assignment(graph, "acc", "greedy",
-                                          [n for n, v in enumerate(verdicts) if v.supported],
-                                          verdicts)
+    plan = get_strategy("greedy").run(graph, synthetic.one_accelerator(verdicts, "acc"))
+    again = synthetic.plan_on(graph, synthetic.one_accelerator(verdicts, "acc"), "greedy", [n for n, v in enumerate(verdicts) if v.supported])
     assert [r.nodes for r in plan.regions] == [r.nodes for r in again.regions]
 
 
 def test_cost_scales_to_a_few_thousand_ops() -> None:
     graph = synthetic.layered_dag(3000, seed=5)
     verdicts = synthetic.random_verdicts(graph, seed=5, unsupported=0.15)
-    plan = get_strategy("cost").run(graph, verdicts, target="acc", cost_model=NEURON)
+    plan = get_strategy("cost").run(graph, synthetic.one_accelerator(verdicts, "acc"), cost_model=NEURON)
     plan.validate()
-    greedy = get_strategy("greedy").run(graph, verdicts, target="acc")
+    greedy = get_strategy("greedy").run(graph, synthetic.one_accelerator(verdicts, "acc"))
     assert evaluate(plan, NEURON).total < evaluate(greedy, NEURON).total
 
 
@@ -203,7 +201,7 @@ def test_simple_pose_story_cost_and_optimal_keep_bn_relu_regions_on_the_cpu() ->
     the engineer excluded those by name (38.7 -> 32.0 ms). cost/optimal must find that alone."""
     graph = synthetic.simple_pose_like()
     verdicts = synthetic.verdicts_by_op(graph, ["nn.conv2d_transpose"], target="neuron@2020")
-    greedy = get_strategy("greedy").run(graph, verdicts, target="neuron@2020")
+    greedy = get_strategy("greedy").run(graph, synthetic.one_accelerator(verdicts, "neuron@2020"))
     regions = greedy.accelerator_regions
     assert len(regions) == 4
     bn_relu = [r for r in regions if {graph[n].op for n in r.nodes} == {"nn.batch_norm", "nn.relu"}]
@@ -211,18 +209,16 @@ def test_simple_pose_story_cost_and_optimal_keep_bn_relu_regions_on_the_cpu() ->
     excluded = {n for r in bn_relu for n in r.nodes}
     names = {graph[n].source_name for n in excluded}
     assert names == {"batchnormcudnnoff0_fwd", "relu0_fwd", "batchnormcudnnoff1_fwd", "relu1_fwd"}
-    by_hand = PartitionPlan.from_assignment(
-        graph, "neuron@2020", "excl_node_names",
-        [n for n in greedy.accelerator_nodes if n not in excluded], verdicts)
+    by_hand = synthetic.plan_on(graph, synthetic.one_accelerator(verdicts, "neuron@2020"), "excl_node_names", [n for n in greedy.accelerator_nodes if n not in excluded])
     assert len(by_hand.accelerator_regions) == 2
     hand_total = evaluate(by_hand, NEURON).total
     greedy_total = evaluate(greedy, NEURON).total
     for name in ("cost", "optimal"):
-        plan = get_strategy(name).run(graph, verdicts, target="neuron@2020", cost_model=NEURON)
+        plan = get_strategy(name).run(graph, synthetic.one_accelerator(verdicts, "neuron@2020"), cost_model=NEURON)
         assert all(plan.device_of(n) == HOST for n in excluded), name
         total = evaluate(plan, NEURON).total
         assert total <= hand_total * (1 + 1e-9) and total < greedy_total, name
-    cost_plan = get_strategy("cost").run(graph, verdicts, target="neuron@2020",
+    cost_plan = get_strategy("cost").run(graph, synthetic.one_accelerator(verdicts, "neuron@2020"),
                                          cost_model=NEURON)
     reason = cost_plan.decisions[min(excluded)].reason
     assert reason.startswith("its region of 2 ops on neuron@2020 (nn.batch_norm, nn.relu) "
@@ -259,7 +255,7 @@ def brute_force(graph: OpGraph, verdicts: list[Verdict], model) -> float:
     best = float("inf")
     for bits in itertools.product((False, True), repeat=len(supported)):
         chosen = [n for n, on in zip(supported, bits, strict=True) if on]
-        plan = PartitionPlan.from_assignment(graph, "acc", "brute", chosen, verdicts)
+        plan = synthetic.plan_on(graph, synthetic.one_accelerator(verdicts, "acc"), "brute", chosen)
         try:
             plan.validate()
         except PlanError:
@@ -284,7 +280,7 @@ def small_problems(draw: st.DrawFn):
 def test_optimal_equals_brute_force_on_small_graphs(problem) -> None:
     graph, verdicts, model = problem
     assume(sum(v.supported for v in verdicts) <= 11)  # keeps the brute force under a second
-    plan = get_strategy("optimal").run(graph, verdicts, target="acc", cost_model=model)
+    plan = get_strategy("optimal").run(graph, synthetic.one_accelerator(verdicts, "acc"), cost_model=model)
     plan.validate()
     assert evaluate(plan, model).total == pytest.approx(brute_force(graph, verdicts, model),
                                                         rel=1e-9, abs=1e-12)
@@ -299,7 +295,7 @@ def test_every_strategy_is_valid_on_random_problems(problem) -> None:
     totals = {}
     for name in ALL:
         try:
-            plan = get_strategy(name).run(graph, verdicts, target="acc", cost_model=model)
+            plan = get_strategy(name).run(graph, synthetic.one_accelerator(verdicts, "acc"), cost_model=model)
         except NotApplicableError:
             continue
         plan.validate()
@@ -311,18 +307,17 @@ def test_every_strategy_is_valid_on_random_problems(problem) -> None:
 
 def test_optimal_reports_its_gap_beyond_the_exact_limit() -> None:
     graph, verdicts = CASES["layered"]()
-    plan = get_strategy("optimal", exact_limit=4).run(graph, verdicts, target="acc",
+    plan = get_strategy("optimal", exact_limit=4).run(graph, synthetic.one_accelerator(verdicts, "acc"),
                                                       cost_model=NEURON)
     assert "exhaustive" not in plan.notes[0]  # beyond the exact limit: the bound and its gap
-    totals = {name: row.total_s for name, row in ((r.strategy, r) for r in compare_plans(
-        graph, verdicts, target="acc", cost_model=NEURON).rows) if row.applicable}
+    totals = {name: row.total_s for name, row in ((r.strategy, r) for r in compare_plans(graph, synthetic.one_accelerator(verdicts, "acc"), cost_model=NEURON).rows) if row.applicable}
     check_optimal_note(plan.notes, evaluate(plan, NEURON).total, totals)
 
 
 # ---------------------------------------------------------------------------- compare
 def test_compare_table_json_and_best() -> None:
     graph, verdicts = _chain_with_unsupported()
-    comparison = compare_plans(graph, verdicts, target="neuron@2020", cost_model=NEURON)
+    comparison = compare_plans(graph, synthetic.one_accelerator(verdicts, "neuron@2020"), cost_model=NEURON)
     assert [r.strategy for r in comparison.rows] == ALL
     assert comparison.row("all_accel").applicable is False
     assert comparison.row("all_accel").total_s is None
@@ -348,7 +343,7 @@ def test_compare_table_json_and_best() -> None:
 
 def test_compare_a_subset_with_configured_strategies() -> None:
     graph, verdicts = _chain_with_unsupported()
-    comparison = compare_plans(graph, verdicts, target="neuron@2020", cost_model=NEURON,
+    comparison = compare_plans(graph, synthetic.one_accelerator(verdicts, "neuron@2020"), cost_model=NEURON,
                                strategies=["greedy", get_strategy("min_size", min_ops=5)])
     assert [r.strategy for r in comparison.rows] == ["greedy", "min_size"]
     assert comparison.plans["min_size"].options == {"min_ops": 5}

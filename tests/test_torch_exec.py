@@ -352,9 +352,9 @@ def test_three_device_plan_on_the_cpu_moves_what_the_plan_says_in_island_order(
 
 @needs_torch
 def test_places_follow_memory_spaces_and_precisions() -> None:
-    from partition_lab.core.platform import get_platform
     from partition_lab.errors import PartitionLabError
     from partition_lab.executors.torch_exec import places_of
+    from partition_lab.targets import get_platform
 
     tensorcore = get_platform("tensorcore")
     gpu = places_of(tensorcore, device="cuda")
@@ -379,10 +379,10 @@ def test_host_in_float32_casts_at_its_boundary_and_the_gpu_side_shares_memory() 
     entering it is cast up, one leaving it cast back to float16 (the crossing rounds); the
     tensorcore -> cuda edge is no crossing at all."""
     from partition_lab.core.plan import PartitionPlan
-    from partition_lab.core.platform import get_platform
     from partition_lab.executors.graph_io import ArgRef
     from partition_lab.executors.torch_exec import PlanExecutor
     from partition_lab.relay.passes.annotate import support_table
+    from partition_lab.targets import get_platform
 
     b = OpGraphBuilder("chain")
     h = TensorType((4, 8), "float16")
@@ -448,9 +448,9 @@ def test_a_bundle_carries_its_platform_to_a_machine_without_tvm(tmp_path: Path) 
     import sys
 
     from partition_lab.core.plan import PartitionPlan
-    from partition_lab.core.platform import get_platform
     from partition_lab.executors.graph_io import ArgRef, Bundle, write_bundle
     from partition_lab.relay.passes.annotate import support_table
+    from partition_lab.targets import get_platform
 
     b = OpGraphBuilder("chain")
     x = b.input("x", TensorType((4, 8), "float16"))

@@ -9,10 +9,9 @@ import pytest
 
 import partition_lab
 from optimal_notes import check_optimal_note
-from partition_lab import zoo
+from partition_lab import synthetic, zoo
 from partition_lab.api import analyze
 from partition_lab.comparison import compare_plans
-from partition_lab.core.plan import PartitionPlan
 from partition_lab.cost_models.base import evaluate
 from partition_lab.cost_models.measured import MeasuredCpuCostModel, op_signature
 from partition_lab.relay.measure import measure_cpu_ops
@@ -73,9 +72,8 @@ def test_simple_pose_cost_and_optimal_beat_greedy_and_match_the_hand_made_plan()
     lonely = [r for r in greedy.accelerator_regions
               if {a.graph[n].op for n in r.nodes} <= {"nn.batch_norm", "nn.relu"}]
     assert len(lonely) == 2
-    hand_made = PartitionPlan.from_assignment(
-        a.graph, greedy.target, "report", set(greedy.accelerator_nodes)
-        - {n for r in lonely for n in r.nodes}, a.verdicts)
+    hand_made = synthetic.plan_on(a.graph, synthetic.one_accelerator(a.verdicts, greedy.platform_name), "report", set(greedy.accelerator_nodes)
+        - {n for r in lonely for n in r.nodes})
     hand_total = evaluate(hand_made, a.cost_model).total
     greedy_total = comparison.row("greedy").total_s
     assert hand_total < greedy_total

@@ -81,7 +81,7 @@ def describe(plan: PartitionPlan, cost_model: Any) -> dict[str, Any]:
         "regions_per_device": {d: len(plan.regions_on(d)) for d in plan.platform.names},
         "crossings": len(crossings),
         "crossing_bytes": sum(t.nbytes for t, _, _ in crossings),
-        "host_ops": sorted({plan.graph[d.node].op for d in plan.decisions if d.device == CPU}),
+        "host_ops": sorted({plan.graph[d.node].op for d in plan.decisions if d.device == HOST}),
     }
 
 
@@ -121,7 +121,7 @@ def variant_plans(greedy: PartitionPlan, count: int, seed: int = 0) -> dict[str,
         for _ in range(runs):
             start = rng.randrange(len(off_host))
             moved.update(off_host[start:start + length])
-        devices = [CPU if n in moved else greedy.device_of(n) for n in range(len(greedy.graph))]
+        devices = [HOST if n in moved else greedy.device_of(n) for n in range(len(greedy.graph))]
         plan = PartitionPlan.from_devices(
             greedy.graph, greedy.support, f"variant{len(variants)}", devices,
             notes=[f"greedy with {len(moved)} GPU ops moved to the host ({runs} runs)"])

@@ -38,6 +38,7 @@ from partition_lab.cost_models.measured_gpu import SCHEMA
 from partition_lab.executors.graph_io import read_bundle
 from partition_lab.executors.torch_exec import PlanExecutor, op_callable, transfer
 from partition_lab.profiling.runners import TorchRunner, relu_chain
+from partition_lab.targets import get_platform
 
 SIZES = [2 ** k for k in range(8, 29, 2)]  # 256 B .. 256 MiB
 
@@ -240,7 +241,7 @@ def measure_executor_overhead(device: str, length: int = 200) -> dict[str, dict[
 
 def roofline_info(signatures: dict[str, tuple[Any, Any]]) -> dict[str, dict[str, Any]]:
     """Per signature: op, op class and the H200 roofline's estimates (for fallback scaling)."""
-    roofline = get_cost_model("tensorcore", accel_profile="h200")
+    roofline = get_cost_model(get_platform("tensorcore"), accel_profile="h200")
     return {sig: {"op": node.op, "class": op_class(node),
                   "roofline_accel_s": roofline.op_time(node, "tensorcore"),
                   "roofline_cpu_s": roofline.op_time(node, "cpu")}

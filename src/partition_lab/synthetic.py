@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from .core.graph import OpGraph, OpGraphBuilder, TensorType
 from .core.ops import MAC_OPS  # noqa: F401  (re-exported: tests use synthetic.MAC_OPS)
-from .core.support import Verdict
+from .core.plan import PartitionPlan
+from .core.platform import HOST, one_accelerator_platform
+from .core.reasons import Reason
+from .core.support import Support, Verdict
 
 Handle = tuple
 
@@ -305,3 +308,19 @@ def random_verdicts(graph: OpGraph, *, seed: int = 0, unsupported: float = 0.2,
             out.append(Verdict(True, "supported at random", "random",
                                anchor=anchored and node.op in MAC_OPS))
     return out
+
+
+# ---------------------------------------------------------------------------- platforms
+def one_accelerator(verdicts: Sequence[Verdict], name: str = "acc") -> Support:
+    """Support on a platform of one accelerator ``name`` (with ``verdicts``) + the host."""
+    return Support.with_host(one_accelerator_platform(name), {name: list(verdicts)})
+
+
+def plan_on(graph: OpGraph, support: Support, strategy: str, on_accelerator: Iterable[int],
+            reasons: Mapping[int, Reason | str] | None = None) -> PartitionPlan:
+    """The plan that puts ``on_accelerator`` on ``support``'s most preferred accelerator and
+    every other node on the host (a hand-made plan to compare strategies with)."""
+    accelerated = set(on_accelerator)
+    primary = support.platform.primary.name
+    devices = [primary if n in accelerated else HOST for n in range(len(graph))]
+    return PartitionPlan.from_devices(graph, support, strategy, devices, reasons)

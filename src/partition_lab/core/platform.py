@@ -205,8 +205,9 @@ def platform_from_records(name: str, records: Sequence[Mapping[str, Any]]) -> Pl
 
 
 def one_accelerator_platform(name: str) -> Platform:
-    """The platform of the older one-accelerator records (plan schema ``plan/1``, a verdict
-    list): the accelerator ``name`` + the host, no rules. ``cpu`` is the host alone."""
+    """An accelerator ``name`` that takes every op + the host (``cpu``: the host alone): the
+    platform of the older one-accelerator records (plan schema ``plan/1``, a verdict list),
+    whose verdicts come from the record, and of synthetic tests."""
     if name == HOST:
         return Platform(HOST, (host_device(),))
     compiler = "".join(c if c.isalnum() or c == "_" else "_" for c in name)

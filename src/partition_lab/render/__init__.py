@@ -19,13 +19,14 @@ A graph of more than :data:`COLLAPSE_ABOVE` ops is drawn collapsed by default: e
 one summary node (op histogram, op count, predicted time) and the edges between regions are
 aggregated. The output is deterministic: the same plan and cost give byte-identical DOT.
 
->>> from partition_lab import OpGraphBuilder, PartitionPlan, TensorType, Verdict
+>>> from partition_lab import OpGraphBuilder, TensorType, Verdict, synthetic
 >>> b = OpGraphBuilder("tiny")
 >>> x = b.input("x", TensorType((1, 8), "float32"))
 >>> y = b.op("nn.relu", [b.op("nn.dense", [x])])
 >>> graph = b.build(outputs=[y])
 >>> verdicts = [Verdict(True, "in the op table"), Verdict(False, "relu: not in the op table")]
->>> plan = PartitionPlan.from_assignment(graph, "neuron", "greedy", [0], verdicts)
+>>> support = synthetic.one_accelerator(verdicts, "neuron")
+>>> plan = synthetic.plan_on(graph, support, "greedy", [0])
 >>> "cluster_accel0" in draw(plan).source
 True
 

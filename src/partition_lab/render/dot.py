@@ -264,7 +264,7 @@ def _add_header(dot: graphviz.Digraph, view: _PlanView, title: str | None) -> No
     picture (``gvpack`` drops graph labels).
     """
     plan = view.plan
-    title = title or f"{plan.graph.name or 'graph'} on {plan.target}, strategy {plan.strategy}"
+    title = title or f"{plan.graph.name or 'graph'} on {plan.platform_name}, strategy {plan.strategy}"
     # Coloured symbols inline, not swatch cells: a nested table would stretch to the header's
     # width and push the explanations away from their swatches.
     rows = [f'<FONT POINT-SIZE="14"><B>{_html(title)}</B></FONT>']

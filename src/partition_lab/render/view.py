@@ -397,7 +397,7 @@ def _summary_lines(view: _PlanView) -> list[str]:
     else:
         lines = [f"{len(plan.accelerator_regions)} accelerator region(s), "
                  f"{len(plan.cpu_regions)} CPU island(s), "
-                 f"{len(plan.accelerator_nodes)}/{len(graph)} ops on {plan.target}"]
+                 f"{len(plan.accelerator_nodes)}/{len(graph)} ops on {plan.platform_name}"]
     nbytes = sum(cut.nbytes for cut in view.cuts.values())
     lines.append(f"{len(view.cuts)} tensor copies between devices, {format_bytes(nbytes)}")
     if cost is not None:
