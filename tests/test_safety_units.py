@@ -81,7 +81,7 @@ def test_input_files_of_a_symbol_include_its_params(tmp_path):
     (tmp_path / "other.params").write_bytes(b"")
     files = _outputs.input_files(str(tmp_path / "m-symbol.json"), "t.toml", "cache.json")
     assert [p.name for p in files] == ["m-symbol.json", "m-0003.params", "t.toml", "cache.json"]
-    assert _outputs.input_files("zoo:resnet50_v1", "neuron") == []
+    assert _outputs.input_files(None, "neuron") == []
 
 
 # ---------------------------------------------------------------------------------- SIGINT

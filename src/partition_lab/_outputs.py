@@ -145,15 +145,14 @@ def _same_file(a: Path, b: Path) -> bool:
         return os.path.realpath(a) == os.path.realpath(b)
 
 
-def input_files(model: str | None, target: str | None = None,
+def input_files(model_file: str | None, target: str | None = None,
                 profile_cache: str | None = None) -> list[Path]:
-    """The files a model command reads: the model (and MXNet ``.params`` beside a symbol
-    file), a target file and a profile cache; zoo models and built-in targets have none."""
-    from .zoo import is_spec
-
+    """The files a model command reads: the model file (and MXNet ``.params`` beside a symbol
+    file), a target file and a profile cache; ``model_file`` None (a zoo model) and built-in
+    targets have none."""
     files = []
-    if model and not is_spec(model):
-        path = Path(model)
+    if model_file:
+        path = Path(model_file)
         files.append(path)
         if path.name.endswith("-symbol.json") and path.parent.is_dir():
             stem = path.name.removesuffix("-symbol.json")

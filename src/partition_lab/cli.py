@@ -541,6 +541,11 @@ def model_label(model: str) -> str:
     return stem
 
 
+def model_file(model: str) -> str | None:
+    """The model argument if it names a file, None for a zoo model."""
+    return None if is_zoo_model(model) else model
+
+
 def is_zoo_model(model: str) -> bool:
     """Whether MODEL names a zoo model (``zoo:NAME``, ``tv:NAME``) rather than a file."""
     from .zoo import is_spec
@@ -643,7 +648,7 @@ def run_viz(args: argparse.Namespace) -> int:
     limit = check_gate(args)
     output = Path(args.output or _default_drawing_name(job))
     _check_output(output, sorted(render.FORMATS))
-    check_outputs([output], input_files(job.model, job.target, job.profile_cache))
+    check_outputs([output], input_files(model_file(job.model), job.target, job.profile_cache))
     result = run_partition_job(job, args)
     with job.progress.step(f"rendering {output}"):
         render.write(result.plan, output, result.cost, collapse=args.collapse)
@@ -675,7 +680,7 @@ def run_partition(args: argparse.Namespace) -> int:
         _check_output(export, [SUFFIX])
     planned = [output, output.with_suffix(".relay")] if output is not None else []
     check_outputs(planned + ([export] if export is not None else []),
-                  input_files(job.model, job.target, job.profile_cache))
+                  input_files(model_file(job.model), job.target, job.profile_cache))
     result = run_partition_job(job, args)
     print(result.summary())
     # Every text is built before any file is written, and the files are written as one unit.
