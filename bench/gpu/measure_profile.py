@@ -35,8 +35,10 @@ from partition_lab.core.ops import op_class
 from partition_lab.cost_models import get_cost_model
 from partition_lab.cost_models.measured import op_signature
 from partition_lab.cost_models.measured_gpu import SCHEMA
+from partition_lab.executors.benchmark import op_callable
 from partition_lab.executors.graph_io import read_bundle
-from partition_lab.executors.torch_exec import PlanExecutor, op_callable, transfer
+from partition_lab.executors.placement import transfer
+from partition_lab.executors.torch_exec import PlanExecutor
 from partition_lab.profiling.runners import TorchRunner, relu_chain
 
 SIZES = [2 ** k for k in range(8, 29, 2)]  # 256 B .. 256 MiB

@@ -236,7 +236,8 @@ class TorchRunner(Runner):
                     progress: ProgressFn | None = None,
                     errors: dict[str, str] | None = None,
                     deadline: float | None = None) -> dict[str, Timing]:
-        from ..executors.torch_exec import KERNELS, op_callable
+        from ..executors.benchmark import op_callable
+        from ..executors.kernels import KERNELS
 
         mode = "float32" if self.precision == "float32" else "graph"
         times: dict[str, Timing] = {}
@@ -323,7 +324,8 @@ class TorchRunner(Runner):
         past ``deadline`` (at least one).
         """
         from ..cost_models.measured import op_signature
-        from ..executors.torch_exec import PlanExecutor, sample_inputs, synthetic_weights
+        from ..executors.torch_exec import PlanExecutor
+        from ..executors.weights import sample_inputs, synthetic_weights
 
         mode = "float32" if self.precision == "float32" else "graph"
         executor = PlanExecutor(graph, None, bindings, synthetic_weights(graph, bindings),
@@ -417,8 +419,9 @@ class TorchRunner(Runner):
         from ..core.graph import OpGraphBuilder, TensorType
         from ..core.plan import PartitionPlan, Support, Verdict
         from ..core.platform import get_platform
+        from ..executors.benchmark import RunTimings
         from ..executors.graph_io import ArgRef
-        from ..executors.torch_exec import PlanExecutor, RunTimings
+        from ..executors.torch_exec import PlanExecutor
 
         h2d, d2h = f"{host_memory}->{device_memory}", f"{device_memory}->{host_memory}"
         curves: dict[str, list[tuple[float, float]]] = {h2d: [], d2h: []}
