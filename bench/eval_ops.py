@@ -12,7 +12,7 @@ timed (zero when cached); the module is loaded and its op counts checked against
 (``ZooEntry.op_counts``); then, for every built-in platform and every example platform file,
 the module is prepared as ``partition_lab.api.analyze`` prepares it and its OpGraph read. The
 union of op names is printed per model with the ops the executor cannot run
-(``torch_exec.unsupported_nodes``: no kernel, or attribute values its kernel does not take).
+(``kernels.unsupported_nodes``: no kernel, or attribute values its kernel does not take).
 """
 
 from __future__ import annotations

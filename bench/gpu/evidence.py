@@ -1,7 +1,7 @@
 """Run and time every strategy's plan of every bundled model on the GPU machine (runs THERE; also
 runs here with --device cpu as a check).
 
-Per model: seeded synthetic weights (:func:`partition_lab.executors.torch_exec.synthetic_weights`), batch
+Per model: seeded synthetic weights (:func:`partition_lab.executors.weights.synthetic_weights`), batch
 norms calibrated on the input (float32, on the GPU), the unpartitioned graph run on the GPU in
 float32 (TF32 off) and in the graph's precision (the references), then each plan: its outputs
 against both references, the same plan run in float32 against the float32 reference (partitioning

@@ -14,7 +14,7 @@ Every runner has the same interface (:class:`Runner`):
   run on the runner's device, end to end and each op's share of it (:class:`GraphTiming`):
   what an op costs inside a graph, which ops timed alone miss.
 
-:class:`TorchRunner` (here) times the kernels of :mod:`partition_lab.executors.torch_exec` and
+:class:`TorchRunner` (here) times the kernels of :mod:`partition_lab.executors.kernels` and
 needs no TVM; the TVM runners live in :mod:`partition_lab.profiling.tvm_runners`.
 """
 
@@ -157,7 +157,7 @@ class TorchRunner(Runner):
     """Times what :class:`~partition_lab.executors.torch_exec.PlanExecutor` runs, on ``device``.
 
     Ops: each signature alone with the executor's own kernel
-    (:func:`~partition_lab.executors.torch_exec.op_callable`: synthetic weights prepared once,
+    (:func:`~partition_lab.executors.benchmark.op_callable`: synthetic weights prepared once,
     the casts of its outputs included): a warm-up call, a batch size chosen so that a batch
     takes about ``batch_s``, then ``repeats`` back-to-back batches, each ended by a CUDA
     synchronisation; a sample is a batch's time per call, which is what an op costs inside an
