@@ -12,7 +12,7 @@ timed (zero when cached); the module is loaded and its op counts checked against
 (``ZooEntry.op_counts``); then, for every built-in platform and every example platform file,
 the module is prepared as ``partition_lab.api.analyze`` prepares it and its OpGraph read. The
 union of op names is printed per model with the ops the executor cannot run
-(``torch_exec.unsupported_nodes``: no kernel, or attribute values its kernel does not take).
+(``kernels.unsupported_nodes``: no kernel, or attribute values its kernel does not take).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def timed(run) -> float:
 def census(name: str, small: bool, platforms: list[str]) -> dict:
     from partition_lab import zoo
     from partition_lab.api import analyze
-    from partition_lab.executors.torch_exec import unsupported_nodes
+    from partition_lab.executors.kernels import unsupported_nodes
     from partition_lab.relay.frontends._spans import calls_in_order
 
     entry = zoo.info(name)
@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TOPHUB_LOCATION", "NONE")
     os.environ["PARTITION_LAB_CACHE"] = args.cache
     from partition_lab import targets, zoo
-    from partition_lab.executors.torch_exec import supported_ops
+    from partition_lab.executors.kernels import supported_ops
 
     names = args.models or (zoo.names() if args.zoo else []) + zoo.evaluation_names()
     platforms = list(targets.available_targets()) + PLATFORM_FILES

@@ -213,12 +213,8 @@ def test_plans_with_cpu_islands_compute_the_same_after_a_bundle_round_trip(
         read_bundle,
         write_bundle,
     )
-    from partition_lab.executors.torch_exec import (
-        calibrate_batch_norm,
-        run_plan,
-        sample_inputs,
-        synthetic_weights,
-    )
+    from partition_lab.executors.torch_exec import calibrate_batch_norm, run_plan
+    from partition_lab.executors.weights import sample_inputs, synthetic_weights
 
     result = partitioned.result
     comparison = compare_plans(result.graph, result.plan.support,
@@ -296,14 +292,10 @@ def test_three_device_plan_on_the_cpu_moves_what_the_plan_says_in_island_order(
     exactly the plan's crossings (once per destination domain, none between the Tensor Core and
     CUDA-core regions, which share the GPU's memory), runs regions in a topological order of the
     region graph, and computes what the unpartitioned graph computes."""
+    from partition_lab.executors.benchmark import RunTimings
     from partition_lab.executors.graph_io import bindings_from_relay
-    from partition_lab.executors.torch_exec import (
-        PlanExecutor,
-        RunTimings,
-        calibrate_batch_norm,
-        sample_inputs,
-        synthetic_weights,
-    )
+    from partition_lab.executors.torch_exec import PlanExecutor, calibrate_batch_norm
+    from partition_lab.executors.weights import sample_inputs, synthetic_weights
 
     result = bert_fp16
     plan = _three_device_plan(result)
@@ -353,7 +345,7 @@ def test_three_device_plan_on_the_cpu_moves_what_the_plan_says_in_island_order(
 @needs_torch
 def test_places_follow_memory_spaces_and_precisions() -> None:
     from partition_lab.errors import PartitionLabError
-    from partition_lab.executors.torch_exec import places_of
+    from partition_lab.executors.placement import places_of
     from partition_lab.targets import get_platform
 
     tensorcore = get_platform("tensorcore")
@@ -492,7 +484,8 @@ def _bn_graph() -> tuple[Any, Any]:
 
 @needs_torch
 def test_synthetic_weights_depend_on_seed_only_and_calibration_normalises() -> None:
-    from partition_lab.executors.torch_exec import calibrate_batch_norm, run_plan, synthetic_weights
+    from partition_lab.executors.torch_exec import calibrate_batch_norm, run_plan
+    from partition_lab.executors.weights import synthetic_weights
 
     graph, bindings = _bn_graph()
     first, again = synthetic_weights(graph, bindings, 7), synthetic_weights(graph, bindings, 7)
@@ -522,7 +515,7 @@ def test_synthetic_weights_depend_on_seed_only_and_calibration_normalises() -> N
 def test_compute_dtype_policy(graph_dtype: str, device: str, mode: str, expected: str) -> None:
     import torch
 
-    from partition_lab.executors.torch_exec import compute_dtype
+    from partition_lab.executors.placement import compute_dtype
 
     assert compute_dtype(graph_dtype, device, mode) == getattr(torch, expected)
 
@@ -535,7 +528,7 @@ def test_copies_round_to_the_graph_dtype_except_in_the_float32_reference(mode: s
     must not round at copies: that rounding once showed up as 1e-2 errors in float32 mode."""
     import torch
 
-    from partition_lab.executors.torch_exec import compute_dtype, transfer, wire_dtype
+    from partition_lab.executors.placement import compute_dtype, transfer, wire_dtype
 
     value = torch.tensor([1.0001, 3.14159265, 1e-6], dtype=torch.float32)
     moved = transfer(value, "cpu", wire_dtype("float16", mode), compute_dtype("float16", "cpu", mode))
@@ -546,13 +539,10 @@ def test_copies_round_to_the_graph_dtype_except_in_the_float32_reference(mode: s
 
 @needs_torch
 def test_every_op_the_executor_cannot_run_is_listed_once_before_anything_runs() -> None:
+    from partition_lab.executors.benchmark import op_callable
     from partition_lab.executors.graph_io import ArgRef
-    from partition_lab.executors.torch_exec import (
-        PlanExecutor,
-        UnsupportedKernelError,
-        check_kernels,
-        op_callable,
-    )
+    from partition_lab.executors.kernels import UnsupportedKernelError, check_kernels
+    from partition_lab.executors.torch_exec import PlanExecutor
 
     b = OpGraphBuilder("odd")
     x = b.input("x", TensorType((1, 2, 4, 4), "float32"))
@@ -776,8 +766,9 @@ def test_nms_sees_every_box_when_timed_alone_and_bundles_get_usable_scalars() ->
     no output slots or a random IoU threshold would time nothing."""
     import torch
 
+    from partition_lab.executors.benchmark import op_callable
     from partition_lab.executors.graph_io import ArgRef
-    from partition_lab.executors.torch_exec import op_callable, synthetic_node_weights
+    from partition_lab.executors.weights import synthetic_node_weights
 
     b = OpGraphBuilder("nms")
     data = b.input("data", TensorType((1, 50, 6), "float32"))
@@ -821,7 +812,7 @@ def test_every_op_of_every_small_model_has_a_kernel(name: str, frontend: str) ->
     small zoo and evaluation model has only ops (and attribute values) the executor runs."""
     from partition_lab import zoo
     from partition_lab.api import analyze
-    from partition_lab.executors.torch_exec import unsupported_nodes
+    from partition_lab.executors.kernels import unsupported_nodes
 
     mod, params = zoo.load(name, frontend=frontend, small=True)
     seen: set[str] = set()

@@ -1,7 +1,7 @@
 """Run and time every strategy's plan of every bundled model on the GPU machine (runs THERE; also
 runs here with --device cpu as a check).
 
-Per model: seeded synthetic weights (:func:`partition_lab.executors.torch_exec.synthetic_weights`), batch
+Per model: seeded synthetic weights (:func:`partition_lab.executors.weights.synthetic_weights`), batch
 norms calibrated on the input (float32, on the GPU), the unpartitioned graph run on the GPU in
 float32 (TF32 off) and in the graph's precision (the references), then each plan: its outputs
 against both references, the same plan run in float32 against the float32 reference (partitioning
@@ -34,12 +34,8 @@ import numpy as np
 import torch
 
 from partition_lab.executors.graph_io import read_bundle
-from partition_lab.executors.torch_exec import (
-    PlanExecutor,
-    calibrate_batch_norm,
-    sample_inputs,
-    synthetic_weights,
-)
+from partition_lab.executors.torch_exec import PlanExecutor, calibrate_batch_norm
+from partition_lab.executors.weights import sample_inputs, synthetic_weights
 
 
 def relative_error(out: list[np.ndarray], ref: list[np.ndarray]) -> float:

@@ -2,7 +2,7 @@
 times by size, per-region overhead (runs THERE; also runs here with --device cpu for a check).
 
 Every op signature of the bundles' graphs (``bench/gpu/export_bundles.py``) is timed alone with
-the executor's own kernels (:func:`partition_lab.executors.torch_exec.op_callable`): back-to-back calls,
+the executor's own kernels (:func:`partition_lab.executors.benchmark.op_callable`): back-to-back calls,
 then one synchronisation, divided by the count, which is what an op costs inside an eagerly
 launched region (the larger of its launch and its kernel). Copies (``h2d``/``d2h``, what the
 cost model uses) are timed inside executor runs of a two-region plan, as the executor copies
@@ -35,8 +35,10 @@ from partition_lab.core.ops import op_class
 from partition_lab.cost_models import get_cost_model
 from partition_lab.cost_models.measured import op_signature
 from partition_lab.cost_models.measured_gpu import SCHEMA
+from partition_lab.executors.benchmark import op_callable
 from partition_lab.executors.graph_io import read_bundle
-from partition_lab.executors.torch_exec import PlanExecutor, op_callable, transfer
+from partition_lab.executors.placement import transfer
+from partition_lab.executors.torch_exec import PlanExecutor
 from partition_lab.profiling.runners import TorchRunner, relu_chain
 from partition_lab.targets import get_platform
 

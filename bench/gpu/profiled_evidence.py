@@ -29,12 +29,8 @@ from typing import Any
 import torch
 
 from partition_lab.executors.graph_io import read_bundle
-from partition_lab.executors.torch_exec import (
-    PlanExecutor,
-    calibrate_batch_norm,
-    sample_inputs,
-    synthetic_weights,
-)
+from partition_lab.executors.torch_exec import PlanExecutor, calibrate_batch_norm
+from partition_lab.executors.weights import sample_inputs, synthetic_weights
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling bench scripts
 from evidence import plan_key, relative_error, timed_in_turns  # noqa: E402

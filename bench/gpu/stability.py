@@ -34,12 +34,8 @@ from typing import Any
 import torch
 
 from partition_lab.executors.graph_io import read_bundle
-from partition_lab.executors.torch_exec import (
-    PlanExecutor,
-    calibrate_batch_norm,
-    sample_inputs,
-    synthetic_weights,
-)
+from partition_lab.executors.torch_exec import PlanExecutor, calibrate_batch_norm
+from partition_lab.executors.weights import sample_inputs, synthetic_weights
 
 
 def spread(times: list[float]) -> float:

@@ -14,7 +14,7 @@ Every runner has the same interface (:class:`Runner`):
   run on the runner's device, end to end and each op's share of it (:class:`GraphTiming`):
   what an op costs inside a graph, which ops timed alone miss.
 
-:class:`TorchRunner` (here) times the kernels of :mod:`partition_lab.executors.torch_exec` and
+:class:`TorchRunner` (here) times the kernels of :mod:`partition_lab.executors.kernels` and
 needs no TVM; the TVM runners live in :mod:`partition_lab.profiling.tvm_runners`.
 """
 
@@ -157,7 +157,7 @@ class TorchRunner(Runner):
     """Times what :class:`~partition_lab.executors.torch_exec.PlanExecutor` runs, on ``device``.
 
     Ops: each signature alone with the executor's own kernel
-    (:func:`~partition_lab.executors.torch_exec.op_callable`: synthetic weights prepared once,
+    (:func:`~partition_lab.executors.benchmark.op_callable`: synthetic weights prepared once,
     the casts of its outputs included): a warm-up call, a batch size chosen so that a batch
     takes about ``batch_s``, then ``repeats`` back-to-back batches, each ended by a CUDA
     synchronisation; a sample is a batch's time per call, which is what an op costs inside an
@@ -236,7 +236,8 @@ class TorchRunner(Runner):
                     progress: ProgressFn | None = None,
                     errors: dict[str, str] | None = None,
                     deadline: float | None = None) -> dict[str, Timing]:
-        from ..executors.torch_exec import KERNELS, op_callable
+        from ..executors.benchmark import op_callable
+        from ..executors.kernels import KERNELS
 
         mode = "float32" if self.precision == "float32" else "graph"
         times: dict[str, Timing] = {}
@@ -323,7 +324,8 @@ class TorchRunner(Runner):
         past ``deadline`` (at least one).
         """
         from ..cost_models.measured import op_signature
-        from ..executors.torch_exec import PlanExecutor, sample_inputs, synthetic_weights
+        from ..executors.torch_exec import PlanExecutor
+        from ..executors.weights import sample_inputs, synthetic_weights
 
         mode = "float32" if self.precision == "float32" else "graph"
         executor = PlanExecutor(graph, None, bindings, synthetic_weights(graph, bindings),
@@ -417,8 +419,9 @@ class TorchRunner(Runner):
         from ..core.graph import OpGraphBuilder, TensorType
         from ..core.plan import PartitionPlan
         from ..core.support import Support, Verdict
+        from ..executors.benchmark import RunTimings
         from ..executors.graph_io import ArgRef
-        from ..executors.torch_exec import PlanExecutor, RunTimings
+        from ..executors.torch_exec import PlanExecutor
         from ..targets import get_platform
 
         h2d, d2h = f"{host_memory}->{device_memory}", f"{device_memory}->{host_memory}"

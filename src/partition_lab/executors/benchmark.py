@@ -1,0 +1,126 @@
+"""Timing records and helpers of the executor.
+
+:class:`RunTimings` holds one run's region and copy times
+(:meth:`~partition_lab.executors.torch_exec.PlanExecutor.run` with ``timings=``);
+:class:`Benchmark` is what :meth:`~partition_lab.executors.torch_exec.PlanExecutor.benchmark`
+returns (repeated end-to-end times and median breakdowns). :func:`op_callable` runs one op as
+the executor runs it, for timing it alone (profiling's ``TorchRunner``).
+
+>>> fn = op_callable(node, refs, device="cuda")                            # doctest: +SKIP
+>>> fn()  # one call of the op's kernel, not synchronised                  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ..core.graph import OpNode, TensorType
+from .graph_io import ArgRef
+from .kernels import KERNELS, TORCH_DTYPES, check_kernels
+from .placement import compute_dtype
+from .weights import synthetic_node_weights
+
+
+@dataclass
+class RunTimings:
+    """Times of one run (seconds). ``regions`` by label; ``copies`` one row per copied tensor."""
+
+    total_s: float
+    regions: dict[str, float] = field(default_factory=dict)
+    copies: list[dict[str, Any]] = field(default_factory=list)
+    devices: dict[str, str] = field(default_factory=dict)  # region label -> plan device
+
+    @property
+    def copy_s(self) -> float:
+        return sum(c["time_s"] for c in self.copies)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"total_s": self.total_s, "regions": dict(self.regions), "copies": list(self.copies),
+                "copy_s": self.copy_s, "devices": dict(self.devices)}
+
+
+@dataclass
+class Benchmark:
+    """Repeated timings of a plan: end-to-end runs and separately synchronised breakdown runs."""
+
+    end_to_end_s: list[float]
+    breakdowns: list[RunTimings]
+
+    @property
+    def median_s(self) -> float:
+        return statistics.median(self.end_to_end_s)
+
+    def median_breakdown(self) -> dict[str, Any]:
+        """Per region and per copy, the median over the breakdown runs."""
+        if not self.breakdowns:
+            return {}
+        regions = {label: statistics.median(b.regions[label] for b in self.breakdowns)
+                   for label in self.breakdowns[0].regions}
+        copies = []
+        for i, row in enumerate(self.breakdowns[0].copies):
+            copies.append({**row, "time_s": statistics.median(b.copies[i]["time_s"]
+                                                                for b in self.breakdowns)})
+        return {"total_s": statistics.median(b.total_s for b in self.breakdowns),
+                "regions": regions, "devices": dict(self.breakdowns[0].devices), "copies": copies,
+                "copy_s": sum(c["time_s"] for c in copies)}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"median_s": self.median_s, "end_to_end_s": self.end_to_end_s,
+                "breakdown": self.median_breakdown()}
+
+
+# ---------------------------------------------------------------------------- one op alone
+def op_callable(node: OpNode, refs: Sequence[ArgRef], *, device: str, dtype: str = "graph",
+                seed: int = 0) -> Callable[[], Any]:
+    """A zero-argument function running one op as the executor runs it, for timing it alone.
+
+    Activations are random tensors of the node's argument types (integer ones zeros, but an
+    NMS sees every box valid), weights are
+    :func:`~partition_lab.executors.weights.synthetic_node_weights` and prepared once; each call
+    runs the kernel and the casts of its outputs to their compute dtype, nothing else (no
+    synchronisation).
+    """
+    check_kernels([node], f"node {node.name}")
+    generator = torch.Generator().manual_seed(seed)
+    args: list[Any] = []
+    weights = iter(synthetic_node_weights(node, refs, seed))
+    for spec, ref in zip(node.args, refs, strict=True):
+        torch_dtype = compute_dtype(spec.dtype, device, dtype)
+        if ref.kind == "weight":
+            value = torch.as_tensor(next(weights))
+        else:
+            value = _activation(node, len(args), spec, generator)
+        args.append(value.to(device=device, dtype=torch_dtype))
+    kern = KERNELS[node.op]
+    weight_args = [a if r.kind == "weight" else None for a, r in zip(args, refs, strict=True)]
+    prepared = kern.prepare(node, weight_args) if kern.prepare else None
+    wanted = [compute_dtype(spec.dtype, device, dtype) for spec in node.outputs]
+
+    def call() -> Any:
+        result = kern.run(node, args, prepared)
+        results = result if isinstance(result, tuple) else (result,)
+        return [r if r.dtype == w else r.to(w) for r, w in zip(results, wanted, strict=True)]
+
+    return call
+
+
+def _activation(node: OpNode, position: int, spec: TensorType,
+                generator: torch.Generator) -> torch.Tensor:
+    """A random activation for timing ``node`` alone; integer ones are zeros, except the box
+    count and indices of an NMS (all boxes valid), which zeros would make a no-op."""
+    if node.op == "vision.non_max_suppression" and position in (1, 2):
+        anchors = node.args[0].shape[1]
+        if position == 1:
+            return torch.full(spec.shape, anchors)
+        return torch.arange(anchors).expand(spec.shape)
+    if TORCH_DTYPES.get(spec.dtype, torch.float32).is_floating_point:
+        return torch.randn(spec.shape, generator=generator)
+    return torch.zeros(spec.shape)
+
+
+__all__ = ["Benchmark", "RunTimings", "op_callable"]
