@@ -9,12 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from partition_lab.strategies.milp import (
-    AssignmentProblem,
-    brute_force,
-    objective,
-    solve_milp,
-)
+from oracles import brute_force
+from partition_lab.strategies.milp import AssignmentProblem, objective, solve_milp
 
 GPU, HOST = 0, 1  # domains of the two-domain problems: devices 0 and 1 on the GPU, 2 on the host
 TWO_DOMAINS = [GPU, GPU, HOST]

@@ -6,7 +6,7 @@ share tensors for free. :func:`compute_dtype` and :func:`wire_dtype` say which d
 computed in on a device and crosses between devices in; :func:`transfer` is the move itself
 (cast to the wire dtype where the tensor is, copy, cast to the destination's compute dtype).
 
->>> from partition_lab.core.platform import get_platform
+>>> from partition_lab.targets import get_platform
 >>> places = places_of(get_platform("tensorcore"), device="cuda")
 >>> compute_dtype("float16", places["cpu"].torch_device), wire_dtype("float16")
 (torch.float32, 'float16')
@@ -94,7 +94,7 @@ def places_of(platform: Platform, *, device: str = "cuda", dtype: str = "graph",
     (memory space, precision) domain of the platform is its own place, even where two share a
     torch device, so crossings are exactly :meth:`PartitionPlan.crossing_tensors`.
 
-    >>> from partition_lab.core.platform import get_platform
+    >>> from partition_lab.targets import get_platform
     >>> places = places_of(get_platform("tensorcore"), device="cuda")
     >>> places["tensorcore"] == places["cuda"], places["cpu"].torch_device
     (True, 'cpu')

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from ..core.graph import OpGraph
 from ..core.plan import PartitionPlan
-from ..core.reasons import Reason
+from ..core.reasons import Reason, ReasonCode
 from ..core.support import Support
 from ..cost_models.base import CostModel
 from .base import Assignment, Strategy, check_support, make_plan
@@ -23,5 +23,5 @@ class AllCpu(Strategy):
              cost_model: CostModel | None = None) -> PartitionPlan:
         check_support(graph, support)
         state = Assignment.on_host(graph, support, Reason(
-            "baseline", "all_cpu: every op runs on the CPU (baseline)", "all_cpu"))
+            ReasonCode.BASELINE, "all_cpu: every op runs on the CPU (baseline)", "all_cpu"))
         return make_plan(self, state, state.regions())

@@ -13,14 +13,14 @@ next device in preference order that supports it (Tensor Cores -> CUDA cores -> 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
 from ..core.graph import OpGraph
 from ..core.plan import PartitionPlan
 from ..core.platform import Platform
-from ..core.reasons import Reason
+from ..core.reasons import Reason, ReasonCode
 from ..core.regions import form_regions
 from ..core.support import Support
 from ..cost_models.base import CostModel
@@ -148,7 +148,7 @@ def legalize(state: Assignment) -> list[list[int]]:
             if anchored[device] and not any(support.verdict(n, device).anchor for n in members):
                 # No region label: this group is never a region of the final plan.
                 state.fall_back(members, Reason(
-                    "no-anchor", f"its group of supported ops holds no {state.name(device)} "
+                    ReasonCode.NO_ANCHOR, f"its group of supported ops holds no {state.name(device)} "
                     f"compute op (only {op_list(state.graph, members)}) to ride along with",
                     "anchor", state.name(device)))
                 dropped = True
@@ -168,6 +168,20 @@ def offload_regions(state: Assignment, regions: Sequence[Sequence[int]],
     wanted = set(roles)
     devices = state.platform.devices
     return [(i, list(r)) for i, r in enumerate(regions) if devices[state.device[r[0]]].role in wanted]
+
+
+def prune_outlined(state: Assignment, regions: list[list[int]],
+                   drop: Callable[[list[int]], bool],
+                   reason: Callable[[int, list[int]], Reason]) -> list[list[int]]:
+    """Move the outlined (BYOC) regions that ``drop`` selects to their fallback device, with
+    ``reason(index, members)``, and re-form, until no region is dropped (min_size, no_mac)."""
+    while True:
+        dropped = [(i, r) for i, r in offload_regions(state, regions, ("byoc",)) if drop(r)]
+        if not dropped:
+            return regions
+        for index, members in dropped:
+            state.fall_back(members, reason(index, members))
+        regions = legalize(state)
 
 
 # ---------------------------------------------------------------------------- wording

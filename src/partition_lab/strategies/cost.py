@@ -11,18 +11,18 @@ from dataclasses import dataclass, field
 
 from ..core.graph import OpGraph
 from ..core.plan import PartitionPlan
-from ..core.reasons import Reason
+from ..core.reasons import Reason, ReasonCode
 from ..core.support import Support
 from ..cost_models.base import CostModel
 from ..errors import PartitionLabError
 from .base import Assignment, Strategy, greedy_start, make_plan, ms
 from .costing import CostTables
 from .local_search import improve
-from .robust import check_robust_options, decide
+from .robust import RobustOptions, decide
 
 
 @dataclass(frozen=True)
-class CostBased(Strategy):
+class CostBased(RobustOptions, Strategy):
     """Greedy regions, then cost-model-driven exclusions, merges and boundary moves."""
 
     name = "cost"
@@ -32,11 +32,6 @@ class CostBased(Strategy):
         "help": "most search rounds (each re-forms the regions once)"})
     tolerance: float = field(default=1e-3, metadata={
         "help": "stop once a round saves less than this fraction of the predicted total"})
-    confidence_z: float = field(default=2.0, metadata={
-        "help": "leave greedy's plan only if the predicted gain exceeds this many standard "
-                "deviations of the model's error"})
-    min_gain: float = field(default=0.0, metadata={
-        "help": "... and this fraction of greedy's predicted total"})
 
     def check_options(self) -> None:
         if self.max_rounds < 0:
@@ -45,7 +40,7 @@ class CostBased(Strategy):
         if not 0 <= self.tolerance < 1:
             raise PartitionLabError(f"strategy 'cost': option tolerance must be in [0, 1), "
                                     f"got {self.tolerance}")
-        check_robust_options("cost", self.confidence_z, self.min_gain)
+        self.check_robust_options("cost")
 
     def plan(self, graph: OpGraph, support: Support,
              cost_model: CostModel | None = None) -> PartitionPlan:
@@ -65,7 +60,7 @@ class CostBased(Strategy):
             single_total = tables.total(single.device, single_regions)
             if single_total < total:
                 where = single.name(single.device[0])
-                reason = Reason("single-device", f"every op on {where}: predicted "
+                reason = Reason(ReasonCode.SINGLE_DEVICE, f"every op on {where}: predicted "
                                 f"{ms(single_total)} vs {ms(total)} for the best plan over "
                                 "several devices", "cost", where,
                                 {"single_s": single_total, "several_s": total})

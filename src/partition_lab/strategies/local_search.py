@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from ..core.reasons import Reason
+from ..core.reasons import Reason, ReasonCode
 from .base import Assignment, describe_region, legalize, ms, offload_regions
 from .costing import CostTables
 
@@ -197,7 +197,7 @@ def _exclusion(state: Assignment, index: int, members: list[int], tables: CostTa
     where = _names(state, set(targets))
     there_text = ms(there_cost) + (f" incl. {ms(copies_after)} of copies" if copies_after > 0 else "")
     reason = Reason(
-        "region-excluded",
+        ReasonCode.REGION_EXCLUDED,
         f"{describe_region(state, index, members)} excluded: predicted {ms(here_cost)} on "
         f"{state.name(device)} incl. {ms(copies_now)} of copies and {ms(launch)} launch vs "
         f"{there_text} on {where}", "cost", state.name(device),
@@ -284,7 +284,7 @@ def _boundary_reason(state: Assignment, n: int, region: int, to: int, tables: Co
     here = state.device[n]
     where = "the CPU" if to == state.host else state.name(to)
     return Reason(
-        "moved", f"{node.name} moved from {state.name(here)} to {where}: predicted "
+        ReasonCode.MOVED, f"{node.name} moved from {state.name(here)} to {where}: predicted "
         f"{ms(-(compute + transfer))} saved ({node.op} {ms(tables.time[here][n])} on "
         f"{state.name(here)} vs {ms(tables.time[to][n])} on {state.name(to)}; copies change "
         f"by {ms(transfer)})", "cost", state.name(here),

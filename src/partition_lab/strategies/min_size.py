@@ -12,19 +12,11 @@ from dataclasses import dataclass, field
 
 from ..core.graph import OpGraph
 from ..core.plan import PartitionPlan
-from ..core.reasons import Reason
+from ..core.reasons import Reason, ReasonCode
 from ..core.support import Support
 from ..cost_models.base import CostModel
 from ..errors import PartitionLabError
-from .base import (
-    Assignment,
-    Strategy,
-    describe_region,
-    greedy_start,
-    legalize,
-    make_plan,
-    offload_regions,
-)
+from .base import Assignment, Strategy, describe_region, greedy_start, make_plan, prune_outlined
 
 
 @dataclass(frozen=True)
@@ -47,14 +39,10 @@ class MinSize(Strategy):
 
     def prune(self, state: Assignment, regions: list[list[int]]) -> list[list[int]]:
         """Move small outlined regions of ``state`` to their fallback until none is left."""
-        while True:
-            small = [(i, r) for i, r in offload_regions(state, regions, ("byoc",))
-                     if len(r) < self.min_ops]
-            if not small:
-                return regions
-            for index, members in small:
-                state.fall_back(members, Reason(
-                    "min-size", f"{describe_region(state, index, members)} is smaller than "
-                    f"min_ops={self.min_ops}", f"min_ops={self.min_ops}",
-                    state.name(state.device[members[0]])))
-            regions = legalize(state)
+        return prune_outlined(state, regions, lambda members: len(members) < self.min_ops,
+                              lambda index, members: self._reason(state, index, members))
+
+    def _reason(self, state: Assignment, index: int, members: list[int]) -> Reason:
+        return Reason(ReasonCode.MIN_SIZE, f"{describe_region(state, index, members)} is "
+                      f"smaller than min_ops={self.min_ops}", f"min_ops={self.min_ops}",
+                      state.name(state.device[members[0]]))

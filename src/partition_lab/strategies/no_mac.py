@@ -12,18 +12,10 @@ from dataclasses import dataclass
 from ..core.graph import OpGraph
 from ..core.ops import MAC_OPS
 from ..core.plan import PartitionPlan
-from ..core.reasons import Reason
+from ..core.reasons import Reason, ReasonCode
 from ..core.support import Support
 from ..cost_models.base import CostModel
-from .base import (
-    Assignment,
-    Strategy,
-    describe_region,
-    greedy_start,
-    legalize,
-    make_plan,
-    offload_regions,
-)
+from .base import Assignment, Strategy, describe_region, greedy_start, make_plan, prune_outlined
 
 
 @dataclass(frozen=True)
@@ -41,14 +33,9 @@ class NoMac(Strategy):
     def prune(self, state: Assignment, regions: list[list[int]]) -> list[list[int]]:
         """Move outlined regions without MAC work to their fallback until none is left."""
         graph = state.graph
-        while True:
-            idle = [(i, r) for i, r in offload_regions(state, regions, ("byoc",))
-                    if not any(graph[n].op in MAC_OPS for n in r)]
-            if not idle:
-                return regions
-            for index, members in idle:
-                state.fall_back(members, Reason(
-                    "no-mac", f"{describe_region(state, index, members)} does no "
-                    "multiply-accumulate work (no conv/dense/matmul)", "no-mac",
-                    state.name(state.device[members[0]])))
-            regions = legalize(state)
+        return prune_outlined(
+            state, regions, lambda members: not any(graph[n].op in MAC_OPS for n in members),
+            lambda index, members: Reason(
+                ReasonCode.NO_MAC, f"{describe_region(state, index, members)} does no "
+                "multiply-accumulate work (no conv/dense/matmul)", "no-mac",
+                state.name(state.device[members[0]])))

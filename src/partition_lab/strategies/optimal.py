@@ -31,7 +31,7 @@ from scipy.sparse.csgraph import breadth_first_order, maximum_flow
 
 from ..core.graph import OpGraph
 from ..core.plan import PartitionPlan
-from ..core.reasons import Reason
+from ..core.reasons import Reason, ReasonCode
 from ..core.support import Support
 from ..cost_models.base import CostModel
 from ..errors import PartitionLabError
@@ -42,11 +42,11 @@ from .local_search import improve
 from .milp import AssignmentProblem, solve_milp
 from .min_size import MinSize
 from .no_mac import NoMac
-from .robust import check_robust_options, decide
+from .robust import RobustOptions, decide
 
 
 @dataclass(frozen=True)
-class Optimal(Strategy):
+class Optimal(RobustOptions, Strategy):
     """Exact minimum of the cost model where provable, else the best plan with its gap."""
 
     name = "optimal"
@@ -58,17 +58,12 @@ class Optimal(Strategy):
         "help": "... and (assignments) * graph_ops is at most this"})
     milp_seconds: float = field(default=60.0, metadata={
         "help": "time limit of the integer program (three or more devices)"})
-    confidence_z: float = field(default=2.0, metadata={
-        "help": "leave greedy's plan only if the predicted gain exceeds this many standard "
-                "deviations of the model's error"})
-    min_gain: float = field(default=0.0, metadata={
-        "help": "... and this fraction of greedy's predicted total"})
 
     def check_options(self) -> None:
         for key in ("exact_limit", "exact_budget"):
             if getattr(self, key) < 0:
                 raise PartitionLabError(f"strategy 'optimal': option {key} must be >= 0")
-        check_robust_options("optimal", self.confidence_z, self.min_gain)
+        self.check_robust_options("optimal")
 
     def plan(self, graph: OpGraph, support: Support,
              cost_model: CostModel | None = None) -> PartitionPlan:
@@ -138,7 +133,7 @@ def _strategy_candidates(graph: OpGraph, support: Support, model: CostModel,
     state = start.copy()
     result = improve(state, regions, tables)
     add("cost", state, result.regions)
-    cpu_only = Assignment.on_host(graph, support, Reason("baseline", "all_cpu"))
+    cpu_only = Assignment.on_host(graph, support, Reason(ReasonCode.BASELINE, "all_cpu"))
     cpu_only.reasons = {}
     add("all_cpu", cpu_only, cpu_only.regions())
     try:
@@ -419,4 +414,4 @@ def _explain_moved_ops(state: Assignment, tables: CostTables) -> None:
             text = (f"kept on {where} by the optimum: alone on {there} it would save "
                     f"{ms(-change)} ({detail}) but need a region launch of "
                     f"{ms(tables.overhead[preferred])} or an anchor op to ride along with")
-        state.reasons[n] = Reason("optimum", text, "optimal", there, numbers)
+        state.reasons[n] = Reason(ReasonCode.OPTIMUM, text, "optimal", there, numbers)

@@ -21,14 +21,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from ..errors import PartitionLabError
 from .base import ms
 from .costing import CostTables
 
 
 @dataclass(frozen=True)
-class Decision:
+class RobustChoice:
     """Whether to leave greedy's plan, and the numbers that decided."""
 
     leave: bool
@@ -45,15 +46,24 @@ class Decision:
                 f"{ms(self.threshold)}; a gain this small is within the model's error")
 
 
-def check_robust_options(strategy: str, z: float, min_gain: float) -> None:
-    from ..errors import PartitionLabError
+@dataclass(frozen=True)
+class RobustOptions:
+    """The options of the strategies that leave greedy's plan only for a gain beyond the
+    model's error (``cost``, ``optimal``): a dataclass mixin before :class:`~.base.Strategy`."""
 
-    if not z >= 0:
-        raise PartitionLabError(f"strategy {strategy!r}: option confidence_z must be >= 0, "
-                                f"got {z}")
-    if not 0 <= min_gain < 1:
-        raise PartitionLabError(f"strategy {strategy!r}: option min_gain must be in [0, 1), "
-                                f"got {min_gain}")
+    confidence_z: float = field(default=2.0, metadata={
+        "help": "leave greedy's plan only if the predicted gain exceeds this many standard "
+                "deviations of the model's error"})
+    min_gain: float = field(default=0.0, metadata={
+        "help": "... and this fraction of greedy's predicted total"})
+
+    def check_robust_options(self, strategy: str) -> None:
+        if not self.confidence_z >= 0:
+            raise PartitionLabError(f"strategy {strategy!r}: option confidence_z must be >= 0, "
+                                    f"got {self.confidence_z}")
+        if not 0 <= self.min_gain < 1:
+            raise PartitionLabError(f"strategy {strategy!r}: option min_gain must be in [0, 1), "
+                                    f"got {self.min_gain}")
 
 
 def plan_sigma(tables: CostTables, device: Sequence[int], regions: Sequence[Sequence[int]]) -> float:
@@ -113,11 +123,11 @@ def gain_sigma(tables: CostTables, greedy: Sequence[int], greedy_regions: Sequen
 
 def decide(tables: CostTables, greedy: Sequence[int], greedy_regions: Sequence[Sequence[int]],
            greedy_total: float, other: Sequence[int], other_regions: Sequence[Sequence[int]],
-           other_total: float, *, z: float, min_gain: float) -> Decision:
+           other_total: float, *, z: float, min_gain: float) -> RobustChoice:
     """Leave greedy's plan for ``other`` only if the gain clears ``z`` sigmas and ``min_gain``."""
     gain = greedy_total - other_total
     sigma = gain_sigma(tables, greedy, greedy_regions, other, other_regions)
     threshold = max(z * sigma, min_gain * greedy_total)
     eps = 1e-12 * max(1.0, greedy_total)
-    return Decision(gain > threshold + eps or (threshold <= eps and gain > eps),
+    return RobustChoice(gain > threshold + eps or (threshold <= eps and gain > eps),
                     gain, sigma, threshold)
