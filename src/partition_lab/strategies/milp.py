@@ -30,16 +30,14 @@ The formulation (:func:`solve_milp`, HiGHS through :func:`scipy.optimize.milp`)
 
   This implies the textbook linearisation ``w >= s[p, k1] + z[t, k2] - 1`` (subtract the other
   sources' ``w <= s``), and is tighter for three or more domains: with uniform copy costs its LP
-  is the Calinescu-Karloff-Rabani multiway-cut relaxation. On random three-domain graphs of 1000
-  ops the textbook form took 22 s (over 120 s without presolve) where this one takes 2 s.
+  is the Calinescu-Karloff-Rabani multiway-cut relaxation, and solves much faster (CHANGELOG).
 * ``y[d]`` in [0, 1] with cost ``launch[d]``: ``y[d] >= x[n, d]`` for every op ``n``.
 
 Copies and launches that cost nothing get no variables. Costs are rescaled to order one before
 HiGHS sees them (its tolerances are absolute, and op times in seconds are small), both gap
-tolerances default to zero so that "optimal" means optimal, and presolve is off: HiGHS 1.8
-(SciPy 1.15) with presolve called assignments up to 0.3% above the optimum of 1000-op graphs
-optimal (it is faster without it here anyway). Unless HiGHS proves its solution, the rounded LP
-solution and each op on its fastest device compete with it.
+tolerances default to zero so that "optimal" means optimal, and presolve is off (with it, HiGHS
+1.8 called plans above the optimum optimal; CHANGELOG). Unless HiGHS proves its solution, the
+rounded LP solution and each op on its fastest device compete with it.
 
 With two domains and no launch costs this is Stone's two-processor min-cut (H. S. Stone,
 "Multiprocessor scheduling with the aid of network flow algorithms", IEEE TSE SE-3(1), 1977)

@@ -13,8 +13,7 @@ Systematic errors beyond that (a profile 20% slow on every host op) are what ``m
 for.
 
 :func:`decide` keeps greedy's plan unless ``gain > max(z * sigma(gain), min_gain * greedy)``:
-the H200 runs of issue 11 saw plans predicted 1-2% faster measure 16% and 51% slower, and one
-predicted 1.7% faster measure 11% slower (``bench/results/gpu_platforms.md``).
+plans predicted a few percent faster have measured slower (CHANGELOG, H200 runs).
 """
 
 from __future__ import annotations

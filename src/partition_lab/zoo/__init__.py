@@ -19,8 +19,7 @@ that does not match (cut short, corrupted, or left by a build that was killed) i
 and the ``.part`` files of killed builds are removed. Files get the usual permissions, so one
 cache can be shared between users.
 
-Besides the field reports' models, the zoo holds evaluation models (issue 11,
-:func:`evaluation_names`): gluoncv detectors, a segmenter, a pose model and a self-attention
+Besides the field reports' models, the zoo holds evaluation models (:func:`evaluation_names`): gluoncv detectors, a segmenter, a pose model and a self-attention
 segmenter, built the same way (random weights, nothing downloaded), on which partition plans are
 checked. :func:`names` leaves them out, so that code iterating over the zoo (tests, benches)
 does not build their full-size versions by accident; :func:`load` and the rest take both.

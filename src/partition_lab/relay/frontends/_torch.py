@@ -5,13 +5,10 @@ Route: ``torch.export`` gives an ``ExportedProgram``; ``torch.onnx.export`` (the
 on it, which needs onnxscript) writes ONNX; :func:`name_nodes_by_module` renames every ONNX node
 after the module it came from, and the ONNX frontend converts it (it puts node names on spans).
 
-Why not TVM's own ``relay.frontend.from_pytorch``: measured on torchvision's ResNet-50
-(1x3x64x64), its TorchScript scopes name 127 of 177 calls by their module; the 32 ReLUs that a
-``Bottleneck`` calls through its one ``self.relu`` after the first call are named after the
-block (``layer1.0``), not ``layer1.0.relu``. Through ``torch.export`` + ONNX all 212 calls made
-inside a leaf module carry its path (``layer1.0.conv1``; ``layer1.0.relu``, ``layer1.0.relu#2``
-and ``#3`` for the three calls of that ReLU) and the 17 others (the residual adds, the flatten)
-``<enclosing module>/<op>`` (``layer1.0/add``, ``/view``).
+Why not TVM's own ``relay.frontend.from_pytorch``: its TorchScript scopes name a module called
+several times after the enclosing block, where this route names every call inside a leaf module
+by its path (``layer1.0.relu``, ``layer1.0.relu#2``...) and the rest
+``<enclosing module>/<op>`` (``layer1.0/add``); the measurement is in the CHANGELOG.
 ``torch.jit.trace`` is also deprecated in PyTorch 2.14, and a ``.pt2`` holds no TorchScript.
 
 The exporter's metadata is the source of the names: each node carries
