@@ -16,7 +16,7 @@ from ..core.graph import OpGraph, OpNode
 from ..core.platform import PREPARE_STEPS
 from ..core.support import Verdict
 from ..errors import TargetSpecError
-from .rules import Rule
+from .rules import Rule, spoken_verdicts
 
 OP_TABLE_RULE = "op-table"
 
@@ -159,12 +159,7 @@ class TargetSpec:
         if not self.supports_op(node.op):
             return Verdict(False, self.op_reason(node.op), OP_TABLE_RULE, anchor)
         acceptances: list[Verdict] = []
-        for rule in self.rules:
-            if not rule.applies_to(node):
-                continue
-            verdict = rule.check(node)
-            if verdict is None:
-                continue
+        for rule, verdict in spoken_verdicts(self.rules, node):
             if not verdict.supported:
                 return Verdict(False, verdict.reason, verdict.rule or rule.name, anchor)
             acceptances.append(verdict)

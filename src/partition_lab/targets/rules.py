@@ -23,7 +23,7 @@ Python users can subclass :class:`Rule` and implement ``check``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -297,6 +297,15 @@ class MaxSize(Rule):
                    context=f.string("reason", ""))
 
 
+def spoken_verdicts(rules: Iterable[Rule], node: OpNode) -> Iterator[tuple[Rule, Verdict]]:
+    """``(rule, verdict)`` for each of ``rules`` that applies to ``node`` and has an opinion."""
+    for rule in rules:
+        if rule.applies_to(node):
+            verdict = rule.check(node)
+            if verdict is not None:
+                yield rule, verdict
+
+
 @dataclass(frozen=True)
 class AnyOf(Rule):
     """Alternatives: the first rule that accepts decides; if all reject, the rejection lists
@@ -315,12 +324,7 @@ class AnyOf(Rule):
 
     def check(self, node: OpNode) -> Verdict | None:
         rejections = []
-        for rule in self.rules:
-            if not rule.applies_to(node):
-                continue
-            verdict = rule.check(node)
-            if verdict is None:
-                continue
+        for _, verdict in spoken_verdicts(self.rules, node):
             if verdict.supported:
                 return verdict
             rejections.append(verdict)
