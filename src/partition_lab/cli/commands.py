@@ -1,0 +1,211 @@
+"""The ``partition-lab`` commands: one ``run_<command>(args)`` each, returning the exit status."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .._outputs import check_outputs, input_files, write_together
+from ..errors import PartitionLabError
+from ..progress import Progress
+from ..targets import available_targets, get_platform
+from .jobs import (
+    MODEL_HELP,
+    Job,
+    UsageError,
+    zoo_name,
+    check_gate,
+    gate_status,
+    is_zoo_model,
+    load,
+    model_file,
+    model_label,
+    parse_compiler,
+    parse_input_shapes,
+    parse_options,
+    parse_strategies,
+    resolve_job,
+    run_partition_job,
+)
+
+
+def _check_output(path: Path, suffixes: Sequence[str]) -> None:
+    if path.suffix.lower() not in suffixes:
+        raise UsageError(f"cannot write {path}: unknown suffix {path.suffix!r} "
+                         f"(use one of {', '.join(suffixes)})")
+    if not path.parent.is_dir():
+        raise PartitionLabError(f"cannot write {path}: directory {path.parent} does not exist")
+
+
+# ---------------------------------------------------------------------------------- commands
+def run_viz(args: argparse.Namespace) -> int:
+    """``partition-lab viz``: partition a model and draw it."""
+    from .. import render
+
+    job = resolve_job(args, default_model=True)
+    limit = check_gate(args)
+    output = Path(args.output or _default_drawing_name(job))
+    _check_output(output, sorted(render.FORMATS))
+    check_outputs([output], input_files(model_file(job.model), job.target, job.profile_cache))
+    result = run_partition_job(job, args)
+    with job.progress.step(f"rendering {output}"):
+        render.write(result.plan, output, result.cost, collapse=args.collapse)
+    print(f"wrote {output}")
+    print(result.plan.summary().splitlines()[0])
+    if result.cost is not None:
+        print(f"predicted total: {render.format_time(result.cost.total)} ({result.cost.model})")
+    return gate_status(result.plan, limit)
+
+
+def _default_drawing_name(job: Job) -> str:
+    stem = model_label(job.model).replace(" (small)", "-small").replace(":", "_")
+    target = Path(job.target).stem if job.target.endswith((".toml", ".json")) else job.target
+    return f"{stem}.{target}.{job.strategy}.svg"
+
+
+def run_partition(args: argparse.Namespace) -> int:
+    """``partition-lab partition``: print the summary; with -o, write plan JSON and Relay text."""
+    from ..relay.export import SUFFIX, partitioned_text
+
+    job = resolve_job(args)
+    limit = check_gate(args)
+    parse_compiler(args.compiler)  # a malformed --compiler fails before loading
+    output = Path(args.output) if args.output else None
+    if output is not None:
+        _check_output(output, [".json"])
+    export = Path(args.export) if args.export else None
+    if export is not None:
+        _check_output(export, [SUFFIX])
+    planned = [output, output.with_suffix(".relay")] if output is not None else []
+    check_outputs(planned + ([export] if export is not None else []),
+                  input_files(model_file(job.model), job.target, job.profile_cache))
+    result = run_partition_job(job, args)
+    print(result.summary())
+    # Every text is built before any file is written, and the files are written as one unit.
+    files: dict[Path, bytes] = {}
+    if output is not None:
+        files[output] = result.to_json().encode("utf-8") + b"\n"
+        files[output.with_suffix(".relay")] = \
+            result.mod.astext(show_meta_data=False).encode("utf-8")
+    if export is not None:
+        files[export] = partitioned_text(result.mod).encode("utf-8")
+    if files:
+        write_together(files)
+    if output is not None:
+        print(f"wrote {output} and {output.with_suffix('.relay')}")
+    if export is not None:
+        print(f"wrote {export} (the partitioned module with its weights)")
+    return gate_status(result.plan, limit)
+
+
+def run_compare(args: argparse.Namespace) -> int:
+    """``partition-lab compare``: the strategies table (or JSON) for one model and target.
+
+    The model is prepared and its support verdicts computed once (``api.analyze``); each
+    strategy then runs on that graph (``compare.compare_plans``).
+    """
+    from ..api import analyze
+    from ..comparison import compare_plans
+
+    args.strategy = None
+    job = resolve_job(args)
+    names = parse_strategies(args.strategies)
+    mod, params = load(job, args.frontend)
+    from .._tvm_logs import quiet_tvm_logs
+
+    with job.progress.step(f"preparing for {job.target}"), \
+            quiet_tvm_logs(not getattr(args, "debug", False)):
+        analysis = analyze(mod, job.platform, params=params, name=model_label(job.model),
+                           excl_node_names=tuple(args.exclude_node),
+                           exclude_ops=tuple(args.exclude_op), cost_model=job.profile,
+                           profile_cache=job.profile_cache)
+    with job.progress.step(f"comparing {len(names) if names else 'all'} strategies"):
+        comparison = compare_plans(analysis.graph, analysis.support, strategies=names,
+                                   cost_model=analysis.cost_model)
+    print(comparison.to_json() if args.json else comparison.to_table())
+    return 0
+
+
+def run_profile(args: argparse.Namespace) -> int:
+    """``partition-lab profile``: measure into the profile cache; print what was done."""
+    import json
+
+    from .._tvm_logs import quiet_tvm_logs  # the bar draws through sys.stderr: it stays live
+    from ..profiling import ProfileCache, default_cache_path, profile
+    from ..profiling.profile import is_bundle_path, parse_tracker, progress_bar
+
+    model = args.model
+    bundle = is_bundle_path(model)
+    if bundle and not Path(model).is_file():
+        raise PartitionLabError(f"bundle {model} does not exist")
+    if not bundle and not is_zoo_model(model) and not Path(model).exists():
+        raise PartitionLabError(f"model {model} does not exist ({MODEL_HELP})")
+    if is_zoo_model(model):
+        from .. import zoo
+
+        zoo.info(zoo_name(model)[0])  # raises UnknownModelError listing the bundled models
+    if not bundle and not args.platform:
+        raise UsageError("--platform is required for a model (a bundle carries its own)")
+    options = parse_options(args.option)
+    model_only = [flag for flag, given in (("--option", options),
+                                           ("--input-shape", args.input_shape)) if given]
+    if bundle and model_only:
+        verb = "applies" if len(model_only) == 1 else "apply"
+        raise UsageError(f"{' and '.join(model_only)} {verb} to a model, not a bundle: its plans "
+                         "were made with the shapes and options it was exported with")
+    if args.platform and not bundle:
+        get_platform(args.platform, **options)  # raises UnknownTargetError
+    shapes = parse_input_shapes(args.input_shape)
+    if args.runner == "tvm-rpc":
+        host, port = parse_tracker(args.tracker)
+        if not args.key:
+            raise UsageError("--runner tvm-rpc needs --key (the boards' device key)")
+        from ..profiling.tvm_runners import TvmRpcRunner
+
+        TvmRpcRunner(host, port, args.key).check()  # the tracker and the key, before loading
+    elif args.tracker or args.key:
+        raise UsageError("--tracker and --key apply to --runner tvm-rpc")
+    if args.device is not None and args.device != "cpu" and not args.device.startswith("cuda"):
+        raise UsageError(f"bad --device {args.device!r}: expected cpu or cuda[:N]")
+    cache = Path(args.cache) if args.cache else default_cache_path()
+    check_outputs([cache], [model] if not is_zoo_model(model) else [])
+    ProfileCache.load(cache, missing_ok=True)  # a corrupt cache fails before any measuring
+    runner_options: dict[str, Any] = {}
+    if args.runner == "tvm-rpc":
+        runner_options = {"target": args.rpc_target, "sessions": args.sessions}
+    strategies = parse_strategies(args.strategies)
+    progress = Progress(True if args.progress else None)
+    with quiet_tvm_logs(not getattr(args, "debug", False)), progress_bar(progress.enabled) as step:
+        result = profile(model, args.platform, device=args.device, cache=cache,
+                         strategies=strategies, runner=args.runner, name=args.name,
+                         tracker=args.tracker, key=args.key, runner_options=runner_options,
+                         force=args.force, budget_s=args.budget, input_shapes=shapes or None,
+                         bind_as=args.bind_as, progress=step, **options)
+    print(json.dumps(result.to_dict(), indent=1) if args.json else result.summary())
+    return 0
+
+
+def run_targets(args: argparse.Namespace) -> int:
+    """``partition-lab targets``: every built-in platform, its devices, and their rules."""
+    for i, name in enumerate(available_targets()):
+        platform = get_platform(name)
+        print(("\n" if i else "") + platform.describe())
+        for device in platform.accelerators:
+            print(device.target.describe())
+    return 0
+
+
+def run_zoo(args: argparse.Namespace) -> int:
+    """``partition-lab zoo``: the bundled models, their inputs and the story each tells."""
+    from .. import zoo
+
+    for name in zoo.names() + zoo.torchvision_names():
+        entry = zoo.info(name)
+        shapes = ", ".join(f"{k}={','.join(map(str, v))}" for k, v in entry.input_shapes.items())
+        print(f"{name}\n  {entry.description}\n  inputs: {shapes}\n  needs: "
+              f"{', '.join(entry.needs)} (to build; {', '.join(entry.frontends)} frontend)")
+        if getattr(entry, "story", None):
+            print(f"  story: {entry.story}")
+    return 0

@@ -1,0 +1,290 @@
+"""What a model command resolved from its arguments, checked before any slow step: the
+target's platform, the strategy and its options, shapes, the model (a file or a zoo name)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .. import strategies
+from ..core.platform import HOST, Platform
+from ..cost_models import available_profiles, get_cost_model, load_profile
+from ..errors import InputShapeError, PartitionLabError, ProfileError, TargetSpecError
+from ..progress import Progress
+from ..targets import get_platform
+
+PROG = "partition-lab"
+DEFAULT_MODEL = "zoo:simple_pose_resnet152_v1b"
+"""What ``partition-lab viz`` draws without a model: the report's SimplePose, whose
+Deconvolutions split it on neuron@2020 and whose BatchNorm+ReLU regions the cost strategy
+moves back to the CPU."""
+DEFAULT_MODEL_WITHOUT_MXNET = "tv:simple_pose_resnet152"
+"""The default where MXNet does not import (Python 3.12+): the same architecture built with
+torchvision (see :func:`default_model_name`)."""
+DEFAULT_MODEL_TARGET = "neuron@2020"
+DEFAULT_MODEL_STRATEGY = "cost"
+DEFAULT_TARGET = "neuron"
+DEFAULT_STRATEGY = "greedy"
+EXIT_FALLBACK = 3
+"""Exit status when --fail-on-fallback / --max-host-ops find more ops on the host than allowed
+(the plan and drawing are still written): a CI gate, distinct from errors (2)."""
+
+
+MODEL_HELP = ("an .onnx file, a PyTorch .pt2 file (torch.export.save), an MXNet -symbol.json "
+              "(its .params beside it), or zoo:NAME / tv:NAME "
+              "(:small for the small variant; see 'partition-lab zoo')")
+
+
+class UsageError(PartitionLabError):
+    """A command-line usage error (argparse's), reported like every other error."""
+
+
+
+def parse_input_shapes(specs: Sequence[str]) -> dict[str, tuple[int, ...]]:
+    """``["data=1,3,224,224"]`` -> ``{"data": (1, 3, 224, 224)}``; InputShapeError if malformed."""
+    shapes: dict[str, tuple[int, ...]] = {}
+    for spec in specs:
+        name, sep, dims = spec.partition("=")
+        try:
+            shape = tuple(int(d) for d in dims.replace("x", ",").split(","))
+        except ValueError:
+            shape = ()
+        if not sep or not name or not shape or any(d <= 0 for d in shape):
+            raise InputShapeError(f"bad --input-shape {spec!r}: expected NAME=D1,D2,... with "
+                                  "positive integers, e.g. data=1,3,224,224")
+        shapes[name] = shape
+    return shapes
+
+
+def parse_options(specs: Sequence[str]) -> dict[str, Any]:
+    """``["min_size=3", "fp32=true"]`` -> ``{"min_size": 3, "fp32": True}``."""
+    options: dict[str, Any] = {}
+    for spec in specs:
+        key, sep, text = spec.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"bad --option {spec!r}: expected KEY=VALUE, e.g. min_size=3")
+        options[key.strip().replace("-", "_")] = _option_value(text.strip())
+    return options
+
+
+def parse_strategies(text: str | None) -> list[str] | None:
+    """``"greedy, cost"`` -> ``["greedy", "cost"]``; None (the flag not given) stays None.
+
+    An empty list or name is an error rather than "all strategies": ``--strategies ''`` or
+    ``greedy,`` is a mistake (an unset shell variable, say), not a way to ask for every one.
+    Raises UsageError for that and UnknownStrategyError for a name that is not registered.
+    """
+    if text is None:
+        return None
+
+    names = [name.strip() for name in text.split(",")]
+    if not all(names):
+        raise UsageError(f"bad --strategies {text!r}: expected comma-separated strategy names, "
+                         f"e.g. greedy,cost; available: "
+                         f"{', '.join(strategies.available_strategies())}")
+    for name in names:
+        strategies.get_strategy(name)  # fail before loading on an unknown name
+    return list(dict.fromkeys(names))
+
+
+def _option_value(text: str) -> Any:
+    lowered = text.lower()
+    if lowered in ("true", "yes", "on"):
+        return True
+    if lowered in ("false", "no", "off"):
+        return False
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+@dataclass
+class Job:
+    """What a model command resolved from its arguments, checked before any slow step."""
+
+    model: str
+    target: str  # as the user wrote it (a name or a file), for messages and file names
+    platform: Platform  # what it names, with the target options applied
+    strategy: str
+    strategy_options: dict[str, Any]
+    input_shapes: dict[str, tuple[int, ...]]
+    profile: str | None
+    progress: Progress
+    profile_cache: str | None = None
+    onnx_check: bool = True
+
+
+def resolve_job(args: argparse.Namespace, *, default_model: bool = False) -> Job:
+    """Check target, strategy, options and shapes up front, so bad input fails in milliseconds."""
+    model = args.model
+    target_name, strategy = args.target, getattr(args, "strategy", None)
+    if model is None and default_model:
+        model = default_model_name()
+        target_name = target_name or DEFAULT_MODEL_TARGET
+        strategy = strategy or DEFAULT_MODEL_STRATEGY
+    if strategy is None:
+        strategy = strategies.default_strategy(profiled=bool(getattr(args, "profile_cache", None)))
+    target_name = target_name or DEFAULT_TARGET
+    options = parse_options(args.option)
+    strategy_fields = {field[0] for field in strategies.option_fields(strategy)}
+    strategy_options = {k: v for k, v in options.items() if k in strategy_fields}
+    target_options = {k: v for k, v in options.items() if k not in strategy_fields}
+    strategies.get_strategy(strategy, **strategy_options)  # raises UnknownStrategyError
+    platform = get_platform(target_name, **target_options)  # raises UnknownTargetError
+    if not args.profile:
+        check_cost_profiles(platform)  # a target file without default_profile
+    if args.profile:
+        load_profile(args.profile)  # raises ProfileError listing the profiles
+    cache = getattr(args, "profile_cache", None)
+    if cache:
+        from ..cost_models.profiled import read_profile_cache
+
+        read_profile_cache(cache)  # raises ProfileError naming what is wrong with the file
+    shapes = parse_input_shapes(args.input_shape)
+    if is_zoo_model(model):
+        from .. import zoo
+
+        zoo.info(zoo_name(model)[0])  # raises UnknownModelError listing the bundled models
+    if shapes and is_zoo_model(model):
+        raise InputShapeError("--input-shape applies to model files; zoo models have fixed "
+                              "shapes (see 'partition-lab zoo')")
+    return Job(model, target_name, platform, strategy, strategy_options, shapes,
+               args.profile, Progress(True if args.progress else None), cache,
+               args.onnx_check)
+
+
+def load(job: Job, frontend: str | None) -> tuple[Any, Any]:
+    """Load MODEL (a file, zoo:NAME[:small] or tv:NAME[:small]) as ``(IRModule, params)``;
+    ``frontend`` None is the zoo model's own first frontend."""
+    with job.progress.step(f"loading {job.model}"):
+        if is_zoo_model(job.model):
+            from .. import zoo
+
+            name, small = zoo_name(job.model)
+            return zoo.load(name, frontend=frontend, small=small)  # type: ignore[arg-type]
+        from .. import load_model
+
+        return load_model(job.model, input_shapes=job.input_shapes or None,
+                          check_onnx=job.onnx_check)
+
+
+def model_label(model: str) -> str:
+    """A short name for a model in titles and file names: the zoo name or the file's stem."""
+    if is_zoo_model(model):
+        name, small = zoo_name(model)
+        return f"{name} (small)" if small else name
+    stem = Path(model).name
+    for suffix in (".onnx", ".pt2", "-symbol.json", ".json"):
+        stem = stem.removesuffix(suffix)
+    return stem
+
+
+def model_file(model: str) -> str | None:
+    """The model argument if it names a file, None for a zoo model."""
+    return None if is_zoo_model(model) else model
+
+
+def is_zoo_model(model: str) -> bool:
+    """Whether MODEL names a zoo model (``zoo:NAME``, ``tv:NAME``) rather than a file."""
+    from ..zoo import is_spec
+
+    return is_spec(model)
+
+
+def default_model_name() -> str:
+    """:data:`DEFAULT_MODEL`, or its torchvision build where MXNet or gluoncv does not import
+    (they install on Python 3.11 only)."""
+    from .._optional import MissingDependencyError, require_mxnet
+
+    try:
+        require_mxnet("the default model", gluoncv=True)
+    except MissingDependencyError:
+        return DEFAULT_MODEL_WITHOUT_MXNET
+    return DEFAULT_MODEL
+
+
+def zoo_name(model: str) -> tuple[str, bool]:
+    """``(zoo name, small)``: ``zoo:NAME`` is ``NAME``, ``tv:NAME`` is ``tv:NAME``."""
+    from ..zoo import SPEC_FORM, parse_spec
+
+    parsed = parse_spec(model)
+    if parsed is None:
+        raise UsageError(f"bad model {model!r}: {SPEC_FORM}")
+    return parsed
+
+
+def run_partition_job(job: Job, args: argparse.Namespace) -> Any:
+    """Load and partition; returns the PartitionResult."""
+    from .. import partition
+    from .._tvm_logs import quiet_tvm_logs
+
+    mod, params = load(job, args.frontend)
+    with job.progress.step(f"partitioning for {job.target} ({job.strategy})"), \
+            quiet_tvm_logs(not getattr(args, "debug", False)):
+        return partition(mod, job.platform, params=params, strategy=job.strategy,
+                         name=model_label(job.model),
+                         excl_node_names=tuple(args.exclude_node),
+                         exclude_ops=tuple(args.exclude_op), cost_model=job.profile, profile_cache=job.profile_cache,
+                         strategy_options=job.strategy_options or None,
+                         compiler=parse_compiler(getattr(args, "compiler", [])))
+
+
+def parse_compiler(specs: Sequence[str]) -> str | dict[str, str] | None:
+    """``--compiler`` values: one ``NAME``, or ``DEVICE=NAME`` per BYOC device; None if none."""
+    if not specs:
+        return None
+    if len(specs) == 1 and "=" not in specs[0]:
+        return specs[0]
+    named: dict[str, str] = {}
+    for spec in specs:
+        device, sep, name = spec.partition("=")
+        if not sep or not device or not name:
+            raise UsageError(f"bad --compiler {spec!r}: with several, give DEVICE=NAME each")
+        named[device] = name
+    return named
+
+
+def check_gate(args: argparse.Namespace) -> int | None:
+    """The host-op limit of --fail-on-fallback / --max-host-ops, or None when not asked."""
+    limits = [0] if args.fail_on_fallback else []
+    if args.max_host_ops is not None:
+        if args.max_host_ops < 0:
+            raise UsageError(f"bad --max-host-ops {args.max_host_ops}: expected 0 or more")
+        limits.append(args.max_host_ops)
+    return min(limits) if limits else None
+
+
+def gate_status(plan: Any, limit: int | None) -> int:
+    """0, or EXIT_FALLBACK (with one line on stderr) when more than ``limit`` ops are on the
+    host CPU."""
+
+    if limit is None:
+        return 0
+    host = [plan.graph[d.node].name for d in plan.decisions if d.device == HOST]
+    if len(host) <= limit:
+        return 0
+    shown = ", ".join(host[:5]) + (f" and {len(host) - 5} more" if len(host) > 5 else "")
+    print(f"{PROG}: {len(host)} op(s) on the host CPU, more than the {limit} allowed: {shown}",
+          file=sys.stderr)
+    return EXIT_FALLBACK
+
+
+def check_cost_profiles(platform: Platform) -> None:
+    """:class:`TargetSpecError` if the cost model cannot price a device of ``platform`` without
+    ``--profile``, said in the CLI's terms and before the model loads (a target file without
+    ``default_profile`` otherwise fails after the whole load)."""
+    try:
+        get_cost_model(platform)
+    except ProfileError:
+        names = ", ".join(d.name for d in platform.accelerators if not d.profile)
+        raise TargetSpecError(
+            f"target {platform.name!r} names no hardware profile for {names}; pass --profile "
+            f"with one of {', '.join(available_profiles())}, or set default_profile in the "
+            "target file") from None
