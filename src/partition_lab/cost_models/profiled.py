@@ -67,7 +67,7 @@ import numpy as np
 
 from .._io import write_json_atomic
 from ..core.graph import OpGraph, OpNode, TensorType
-from ..core.ops import op_class
+from ..core.ops import OP_CLASSES, ZERO_FLOP_OPS, estimate_flops, op_class
 from ..errors import ProfileError
 from .base import CostModel
 from .measured import op_signature, read_json_file
@@ -109,7 +109,6 @@ MIN_RATIO = 5
 #: (ln p90 - ln p10) of a normal distribution, in standard deviations.
 _P10_P90 = 2.5631
 
-_CLASSES = ("matrix", "vector", "data")
 _LAYOUT = re.compile(r"(?:^|[{,])(?:data_)?layout=([A-Za-z0-9]*)")
 
 
@@ -167,8 +166,9 @@ def node_from_signature(signature: str) -> OpNode:
     op, arg_text, attr_text = match.group(1), match.group(2), match.group(3)
     args = tuple(_parse_type(t) for t in _split(arg_text)) if arg_text else ()
     attrs = _parse_attrs(attr_text[1:-1]) if attr_text else {}
-    outputs, flops = _infer(op, args, attrs)
-    return OpNode(0, op, op, None, args, outputs, (), attrs, flops, args)
+    outputs = _infer(op, args, attrs)
+    return OpNode(0, op, op, None, args, outputs, (), attrs,
+                  estimate_flops(op, args, outputs, attrs), args)
 
 
 def _split(text: str) -> list[str]:
@@ -212,15 +212,6 @@ def _parse_attrs(text: str) -> dict[str, Any]:
     return attrs
 
 
-_ELEMENTWISE_COST = {"nn.batch_norm": 4, "nn.softmax": 5, "nn.log_softmax": 5,
-                     "nn.layer_norm": 8, "erf": 8, "exp": 4, "sigmoid": 4, "tanh": 4,
-                     "image.resize2d": 8}
-_NO_FLOPS = {"reshape", "transpose", "squeeze", "expand_dims", "nn.batch_flatten", "concatenate",
-             "split", "strided_slice", "layout_transform", "copy", "nn.dropout",
-             "reverse_reshape", "take", "stack", "tile", "repeat",
-             "cast", "nn.pad", "broadcast_to"}
-
-
 def _pair(value: Any, n: int = 2) -> tuple[int, ...]:
     if isinstance(value, (int, float)):
         return (int(value),) * n
@@ -255,10 +246,10 @@ def _shape_in(layout: str, n: int, c: int, h: int, w: int) -> tuple[int, ...]:
 
 
 def _infer(op: str, args: tuple[TensorType, ...], attrs: Mapping[str, Any]
-           ) -> tuple[tuple[TensorType, ...], float]:
-    """Output types and FLOPs of a call known only by its signature."""
+           ) -> tuple[TensorType, ...]:
+    """Output types of a call known only by its signature."""
     if not args:
-        return (), 0.0
+        return ()
     first = args[0]
     dtype = str(attrs.get("out_dtype") or "") or first.dtype
     if op == "cast":
@@ -282,8 +273,7 @@ def _infer(op: str, args: tuple[TensorType, ...], attrs: Mapping[str, Any]
         pt, pl, pb, pr = _pads(attrs.get("padding", 0))
         oh = (h + pt + pb - dh * (kh - 1) - 1) // sh + 1
         ow = (w + pl + pr - dw * (kw - 1) - 1) // sw + 1
-        result = out(_shape_in(out_layout, n, channels, oh, ow))
-        return result, 2.0 * result[0].numel * args[1].numel / max(channels, 1)
+        return out(_shape_in(out_layout, n, channels, oh, ow))
     if op == "nn.conv2d_transpose" and len(args) >= 2 and nchw:
         n, c, h, w = nchw
         k = args[1].shape
@@ -295,27 +285,23 @@ def _infer(op: str, args: tuple[TensorType, ...], attrs: Mapping[str, Any]
         pt, pl, pb, pr = _pads(attrs.get("padding", 0))
         oh = (h - 1) * sh - pt - pb + dh * (kh - 1) + oph + 1
         ow = (w - 1) * sw - pl - pr + dw * (kw - 1) + opw + 1
-        return (out(_shape_in(out_layout, n, channels, oh, ow)),
-                2.0 * first.numel * args[1].numel / max(c, 1))
+        return out(_shape_in(out_layout, n, channels, oh, ow))
     if op in ("nn.dense", "nn.matmul") and len(args) >= 2:
-        k = first.shape[-2] if attrs.get("transpose_a") else first.shape[-1]
         units = attrs.get("units")
         units = int(units) if isinstance(units, int) else (
             args[1].shape[0] if op == "nn.dense" or attrs.get("transpose_b") else
             args[1].shape[-1])
-        result = out((*first.shape[:-1], units))
-        return result, 2.0 * result[0].numel * k
+        return out((*first.shape[:-1], units))
     if op == "nn.batch_matmul" and len(args) >= 2:
         a, b = first.shape, args[1].shape
-        m, k = (a[-1], a[-2]) if attrs.get("transpose_a") else (a[-2], a[-1])
+        m = a[-1] if attrs.get("transpose_a") else a[-2]
         n_ = b[-2] if attrs.get("transpose_b", 1) else b[-1]
-        result = out((max(a[0], b[0]), m, n_))
-        return result, 2.0 * result[0].numel * k
+        return out((max(a[0], b[0]), m, n_))
     if op.endswith("pool2d") and nchw:
         n, c, h, w = nchw
         if "global" in op or "adaptive" in op:
             size = _pair(attrs.get("output_size") or 1)
-            return out(_shape_in(out_layout, n, c, *size)), float(first.numel)
+            return out(_shape_in(out_layout, n, c, *size))
         ph, pw = _pair(attrs.get("pool_size", 1))
         sh, sw = _pair(attrs.get("strides", 1))
         dh, dw = _pair(attrs.get("dilation", 1))
@@ -323,12 +309,10 @@ def _infer(op: str, args: tuple[TensorType, ...], attrs: Mapping[str, Any]
         rnd = math.ceil if attrs.get("ceil_mode") else math.floor
         oh = int(rnd((h + pt + pb - dh * (ph - 1) - 1) / sh)) + 1
         ow = int(rnd((w + pl + pr - dw * (pw - 1) - 1) / sw)) + 1
-        result = out(_shape_in(out_layout, n, c, oh, ow))
-        return result, float(result[0].numel * ph * pw)
+        return out(_shape_in(out_layout, n, c, oh, ow))
     if op == "image.resize2d" and nchw and "size" in attrs:
         n, c, _, _ = nchw
-        result = out(_shape_in(out_layout, n, c, *_pair(attrs["size"])))
-        return result, 8.0 * result[0].numel
+        return out(_shape_in(out_layout, n, c, *_pair(attrs["size"])))
     if op in ("concatenate", "stack"):
         axis = int(attrs.get("axis", 0))
         shape = list(first.shape)
@@ -336,24 +320,21 @@ def _infer(op: str, args: tuple[TensorType, ...], attrs: Mapping[str, Any]
             shape.insert(axis % (len(shape) + 1), len(args))
         else:
             shape[axis] = sum(a.shape[axis] for a in args)
-        return out(shape), 0.0
+        return out(shape)
     if op == "nn.batch_norm":
         channels = first.shape[int(attrs.get("axis", 1))]
-        data = TensorType(first.shape, dtype)
         stats = TensorType((channels,), dtype)
-        return (data, stats, stats), 4.0 * first.numel
+        return TensorType(first.shape, dtype), stats, stats
     if op == "nn.dropout":  # Relay's dropout also returns its mask
-        return out(first.shape) * 2, 0.0
+        return out(first.shape) * 2
     if op in ("sum", "mean", "max", "min"):
-        return out((1,)), float(first.numel)
+        return out((1,))
+    if op in ZERO_FLOP_OPS:
+        return out(first.shape)
     try:
-        shape = np.broadcast_shapes(*(a.shape for a in args))
+        return out(np.broadcast_shapes(*(a.shape for a in args)))
     except ValueError:
-        shape = max((a.shape for a in args), key=math.prod)
-    result = out(shape)
-    if op in _NO_FLOPS:
-        return out(first.shape), 0.0
-    return result, float(result[0].numel * _ELEMENTWISE_COST.get(op, 1))
+        return out(max((a.shape for a in args), key=math.prod))
 
 
 # ============================================================================ the fit
@@ -595,7 +576,7 @@ class ClassFits:
                 rows = [i for i, s in enumerate(samples) if s.cls == cls]
                 self.fits[cls] = LogRooflineFit.fit([samples[i] for i in rows],
                                                     [times[i] for i in rows])
-        if len(self.fits) < len(_CLASSES):
+        if len(self.fits) < len(OP_CLASSES):
             self.pooled = LogRooflineFit.fit(samples, times, pooled=True)
 
     @property
@@ -1262,7 +1243,7 @@ class ProfiledCostModel:
             errors: dict[str, list[float]] = {}
             for p in preds:
                 errors.setdefault(p.op_class, []).append(p.log_error)
-            for cls in [*_CLASSES, *sorted(set(errors) - set(_CLASSES))]:
+            for cls in [*OP_CLASSES, *sorted(set(errors) - set(OP_CLASSES))]:
                 if errors.get(cls):
                     by_class.append(CVErrors.of(key, cls, errors[cls]))
             if preds:

@@ -51,12 +51,12 @@ from pathlib import Path
 from typing import Any
 
 from .._io import write_json_atomic
+from ..core.ops import OP_CLASSES
 from ..errors import ProfileError
 
 SCHEMA = "partition_lab.profile_cache/1"
 RUNNERS = ("torch", "tvm-llvm", "tvm-rpc")
 KINDS = ("cuda", "cpu")
-OP_CLASSES = ("matrix", "vector", "data")
 OVERHEAD_KEYS = ("region_s", "per_op_s", "island_wakeup_s")
 
 
