@@ -25,13 +25,9 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from partition_lab.cost_models.measured import op_signature
-from partition_lab.cost_models.profiled import (
-    ProfiledCostModel,
-    cache_from_measured_gpu,
-    read_profile_cache,
-    write_profile_cache,
-)
+from partition_lab.cost_models.profile_cache import read_profile_cache, write_profile_cache
+from partition_lab.cost_models.profiled import ProfiledCostModel, cache_from_measured_gpu
+from partition_lab.cost_models.signatures import op_signature
 
 
 def bundle_graphs(folder: Path) -> dict:
@@ -53,8 +49,8 @@ def baseline(model: ProfiledCostModel, graphs: dict | None) -> list[str]:
     import statistics
 
     from partition_lab.cost_models import load_profile
-    from partition_lab.cost_models.profiled import node_from_signature
     from partition_lab.cost_models.roofline import RooflineCostModel
+    from partition_lab.cost_models.signatures import node_from_signature
 
     roofline = RooflineCostModel(load_profile("h200"), load_profile("xeon_gold_6130"))
     nodes = {}

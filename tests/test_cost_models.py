@@ -283,8 +283,8 @@ def test_malformed_measurement_caches(tmp_path: Path, content: str, message: str
 
 def test_docstring_examples_run() -> None:
     from partition_lab import cost_models
-    from partition_lab.cost_models import measured, profiles, roofline
+    from partition_lab.cost_models import profiles, roofline, signatures
 
-    for module in (cost_models, measured, profiles, roofline):
+    for module in (cost_models, profiles, roofline, signatures):
         result = doctest.testmod(module)
         assert result.attempted > 0 and result.failed == 0, module.__name__

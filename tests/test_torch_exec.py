@@ -20,13 +20,13 @@ import numpy as np
 import pytest
 
 from partition_lab.core.graph import OpGraphBuilder, TensorType
-from partition_lab.cost_models.measured import op_signature
 from partition_lab.cost_models.measured_gpu import (
     MeasuredGpuCostModel,
     TransferCurve,
     load_gpu_profile,
     parse_gpu_profile,
 )
+from partition_lab.cost_models.signatures import op_signature
 from partition_lab.errors import ProfileError
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None

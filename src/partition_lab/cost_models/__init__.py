@@ -20,21 +20,15 @@ from typing import Any
 from ..core.ops import op_class
 from ..errors import ProfileError
 from .base import CostBreakdown, CostModel, CutCost, RegionCost, evaluate, kind_of
+from .crossval import CrossValidation
 from .measured import (
     MeasuredCpuCostModel,
     Measurements,
     load_measurements,
-    op_signature,
     save_measurements,
 )
-from .profiled import (
-    CrossValidation,
-    ProfiledCostModel,
-    cache_from_measured_gpu,
-    node_from_signature,
-    read_profile_cache,
-    write_profile_cache,
-)
+from .profile_cache import read_profile_cache, write_profile_cache
+from .profiled import ProfiledCostModel, cache_from_measured_gpu
 from .profiles import (
     Figure,
     HardwareProfile,
@@ -43,6 +37,7 @@ from .profiles import (
     load_profile,
 )
 from .roofline import DeviceCost, OpEstimate, RooflineCostModel
+from .signatures import node_from_signature, op_signature
 
 __all__ = [
     "CostBreakdown", "CostModel", "CutCost", "DeviceCost", "Figure", "HardwareProfile", "LinkProfile",

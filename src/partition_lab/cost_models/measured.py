@@ -11,7 +11,6 @@ uses the numbers. Cache files have the schema ``partition_lab.measurements/1``::
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -22,36 +21,10 @@ from .._io import write_json_atomic
 from ..core.graph import OpGraph, OpNode
 from ..errors import ProfileError
 from .base import CostModel
+from .profile_cache import read_json_file
+from .signatures import op_signature
 
 SCHEMA = "partition_lab.measurements/1"
-
-
-def op_signature(node: OpNode) -> str:
-    """A stable text key for "this op with these operands and attributes".
-
-    Two nodes with the same signature take the same time on a device: op name, every argument's
-    dtype and shape in call order (weights included), and the call attributes sorted by name.
-    Names and graph positions are left out, so the key is the same across models and runs.
-
-    >>> from partition_lab.core.graph import OpNode, TensorType
-    >>> t = TensorType((1, 8), "float32")
-    >>> op_signature(OpNode(0, "nn.relu", "relu0", None, (t,), (t,), args=(t,)))
-    'nn.relu(float32[1,8])'
-    """
-    args = node.args or node.inputs + node.weights
-    text = f"{node.op}({','.join(str(a) for a in args)})"
-    if node.attrs:
-        attrs = ",".join(f"{k}={_attr_text(v)}" for k, v in sorted(node.attrs.items()))
-        text += "{" + attrs + "}"
-    return text
-
-
-def _attr_text(value: Any) -> str:
-    if isinstance(value, (list, tuple)):
-        return "[" + ",".join(_attr_text(v) for v in value) + "]"
-    if isinstance(value, float):
-        return repr(value)
-    return str(value)
 
 
 @dataclass
@@ -60,16 +33,6 @@ class Measurements:
 
     times_s: dict[str, float]
     meta: dict[str, Any] = field(default_factory=dict)
-
-
-def read_json_file(path: Path, what: str) -> Any:
-    """The parsed JSON of ``path``; ProfileError naming ``what`` if it is missing or not JSON."""
-    if not path.is_file():
-        raise ProfileError(f"{what} {path} does not exist")
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise ProfileError(f"{what} {path} is not valid JSON: {err}") from None
 
 
 def load_measurements(path: str | Path) -> Measurements:
