@@ -62,7 +62,7 @@ def three_device_support(graph) -> Support:
 
 
 def synthetic_rows(sizes: list[int], repeat: int, devices: int = 2) -> list[dict]:
-    model = get_cost_model("neuron@2020" if devices == 2 else "tensorcore")
+    model = get_cost_model(get_platform("neuron@2020" if devices == 2 else "tensorcore"))
     rows = []
     for n in sizes:
         start = time.perf_counter()

@@ -90,12 +90,13 @@ def test_compare_help_documents_exactly_the_keys_compare_json_prints():
     from partition_lab import synthetic
     from partition_lab.cli import COMPARE_JSON_DOC
     from partition_lab.comparison import compare_plans
+    from partition_lab.core.platform import get_platform
     from partition_lab.cost_models import get_cost_model
 
     graph = synthetic.chain(["nn.conv2d", "nn.relu", "sign", "nn.conv2d"])
     verdicts = synthetic.verdicts_by_op(graph, ["sign"])
     data = compare_plans(graph, verdicts, target="acc", strategies=["greedy", "all_accel"],
-                         cost_model=get_cost_model("neuron")).to_dict()
+                         cost_model=get_cost_model(get_platform("neuron"))).to_dict()
     printed = set(data) | {key for row in data["rows"] for key in row}
     documented = set(re.findall(r'"(\w+)":', COMPARE_JSON_DOC))
     assert documented == printed

@@ -8,6 +8,7 @@ import pytest
 
 from partition_lab import synthetic
 from partition_lab.core.plan import Support
+from partition_lab.core.platform import get_platform
 from partition_lab.cost_models import evaluate, get_cost_model
 from partition_lab.errors import PartitionLabError
 from partition_lab.strategies import get_strategy
@@ -113,7 +114,7 @@ def test_a_shared_device_drift_grows_with_the_work_moved_not_its_square_root() -
 
 
 def test_the_roofline_states_its_uncertainty_and_options_are_checked() -> None:
-    model = get_cost_model("neuron@2020")
+    model = get_cost_model(get_platform("neuron@2020"))
     node = synthetic.chain(["nn.relu"])[0]
     assert model.op_sigma(node, "cpu") > 0.5 and not model.is_measured(node, "cpu")
     with pytest.raises(PartitionLabError, match="confidence_z"):

@@ -16,6 +16,7 @@ from partition_lab import synthetic
 from partition_lab.comparison import compare_plans
 from partition_lab.core.graph import OpGraph
 from partition_lab.core.plan import CPU, PartitionPlan, Verdict
+from partition_lab.core.platform import get_platform
 from partition_lab.cost_models import evaluate, get_cost_model
 from partition_lab.errors import PartitionLabError, PlanError, UnknownStrategyError
 from partition_lab.strategies import (
@@ -27,8 +28,8 @@ from partition_lab.strategies import (
 from partition_lab.strategies.costing import CostTables
 
 ALL = ["greedy", "min_size", "no_mac", "cost", "optimal", "all_cpu", "all_accel"]
-NEURON = get_cost_model("neuron@2020")
-TENSORCORE = get_cost_model("tensorcore")
+NEURON = get_cost_model(get_platform("neuron@2020"))
+TENSORCORE = get_cost_model(get_platform("tensorcore"))
 
 
 # ---------------------------------------------------------------------------- registry

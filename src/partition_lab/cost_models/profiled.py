@@ -11,15 +11,16 @@ import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..core.graph import OpGraph, OpNode
 from ..core.ops import op_class
+from ..core.platform import Platform
 from ..errors import ProfileError
-from .base import CostModel
+from .base import CostModel, require_platform
+from .copy_curves import TransferCurve, link_curves
 from .crossval import (
     CrossValidation,
     CVPrediction,
@@ -30,9 +31,8 @@ from .crossval import (
     kfold_models,
 )
 from .fit import ClassFits, Sample
-from .measured_gpu import TransferCurve
-from .profile_cache import SCHEMA, read_json_file, read_profile_cache
-from .signatures import node_from_signature, op_signature
+from .profile_cache import read_profile_cache
+from .signatures import op_signature
 
 #: Sigma of a price that no measurement backs (fallback model, roofline cast).
 FALLBACK_SIGMA = 1.0
@@ -150,7 +150,7 @@ class ProfiledCostModel:
     cache:
         The cache: a path, its decoded JSON, or an object with ``to_dict()``.
     platform:
-        A :class:`~partition_lab.core.platform.Platform` or a platform name.
+        A :class:`~partition_lab.core.platform.Platform` (anything else is a ``TypeError``).
     binding:
         ``{platform device name: cache device key}``; default the cache's
         ``bindings[platform.name]``, else each host bound to the only ``kind: "cpu"`` entry and
@@ -178,15 +178,13 @@ class ProfiledCostModel:
     curves (:meth:`_add_in_graph_copies`).
     """
 
-    def __init__(self, cache: Any, platform: Any, *, binding: Mapping[str, str] | None = None,
+    def __init__(self, cache: Any, platform: Platform, *, binding: Mapping[str, str] | None = None,
                  fallback: CostModel | None = None,
                  in_graph_sigma: float | Mapping[str, float] | None = None,
                  drift_sigma: float | None = None) -> None:
-        from ..core.platform import Platform, get_platform
-
+        self.platform = require_platform(platform, "ProfiledCostModel")
         self.drift_sigma = DRIFT_SIGMA if drift_sigma is None else float(drift_sigma)
         self.cache = read_profile_cache(cache)
-        self.platform = platform if isinstance(platform, Platform) else get_platform(platform)
         if in_graph_sigma is None:
             in_graph_sigma = IN_GRAPH_SIGMA
         self.in_graph_sigma: dict[str, float] = (
@@ -356,7 +354,7 @@ class ProfiledCostModel:
         a, b = self.platform.device(src), self.platform.device(dst)
         if a.domain == b.domain:
             return []
-        domain_name, copy_name = _link_curves(a, b)
+        domain_name, copy_name = link_curves(a, b)
         domain = self._curve(domain_name, src, dst)
         if domain is not None:
             return [(domain.time(nbytes), _curve_sigma(domain, nbytes))]
@@ -428,7 +426,7 @@ class ProfiledCostModel:
     @staticmethod
     def _curve_name(device: Any, host: Any, out: bool, entry: _Entry) -> str:
         """The curve a copy between ``device`` and the host is priced by (see _transfer_parts)."""
-        domain, copy = _link_curves(*((device, host) if out else (host, device)))
+        domain, copy = link_curves(*((device, host) if out else (host, device)))
         return domain if domain in entry.curves else copy
 
     def _cast_time(self, nbytes: float, src: str, dst: str) -> float:
@@ -557,13 +555,6 @@ class ProfiledCostModel:
         return cross_validate(self._entries, self.binding, graphs)
 
 
-def _link_curves(src: Any, dst: Any) -> tuple[str, str]:
-    """The names of the curves a copy from device ``src`` to ``dst`` is read from: the domain
-    curve (copy and cast as the executor makes them), else the plain memory-to-memory copy."""
-    return (f"{src.memory}:{src.precision}->{dst.memory}:{dst.precision}",
-            f"{src.memory}->{dst.memory}")
-
-
 def _binding_hint(platform: str, device: str) -> str:
     """How to say which cache entry a device is timed by: ``binding=`` in Python; on the
     command line, by profiling the model for the platform, which records its bindings."""
@@ -594,115 +585,3 @@ def _find_roofline(model: Any, platform: Any) -> Any:
 
     found = get_cost_model(platform)
     return found if isinstance(found, RooflineCostModel) else getattr(found, "base", None)
-
-
-# ============================================================================ old H200 format
-def cache_from_measured_gpu(data: Mapping[str, Any] | str | Path | None = None, *,
-                            graphs: Mapping[str, OpGraph] | Iterable[OpGraph] | None = None,
-                            platform: Any = "tensorcore", group: str = "op") -> dict[str, Any]:
-    """A profile cache (schema ``partition_lab.profile_cache/1``) from an old two-kind profile
-    (``partition_lab.gpu_profile/1``, :mod:`.measured_gpu`; default the shipped H200 one).
-
-    The ``accel`` table becomes a ``cuda`` entry bound to every non-host device of
-    ``platform``, ``cpu`` a ``cpu`` entry bound to the host. That format does not record which
-    models a signature came from, nor FLOPs and bytes: ``graphs`` (the profiled models' graphs)
-    supply both for the signatures they contain; other signatures get FLOPs and bytes from
-    :func:`node_from_signature` and, as their ``models``, a group named by ``group``: ``"op"``
-    (``"op:nn.conv2d"``: cross-validation then leaves one op name out, which is not leaving one
-    model out) or ``"signature"`` (each its own group). Copies ``h2d``/``d2h`` as the executor
-    made them (they include the host's float32 conversion) are stored under memory keys and
-    the host-domain keys; per-op overheads: ``overhead_per_op_s`` is ``per_op_s``,
-    ``host_per_op_s`` is ``op_floor_s``; the old CPU region overhead (a wake-up after waiting
-    on the GPU) is the host's ``island_wakeup_s``. Op, copy and region prices of measured
-    signatures then equal :class:`~.measured_gpu.MeasuredGpuCostModel`'s.
-    """
-    from ..core.platform import Platform, get_platform
-    from .measured_gpu import SCHEMA as OLD_SCHEMA
-    from .measured_gpu import default_profile_path
-
-    if data is None or isinstance(data, (str, Path)):
-        path = default_profile_path() if data is None else Path(data)
-        data = read_json_file(path, "measured GPU profile")
-    if data.get("schema") != OLD_SCHEMA:
-        raise ProfileError(f"not a {OLD_SCHEMA!r} profile")
-    plat = platform if isinstance(platform, Platform) else get_platform(platform)
-    meta = dict(data.get("meta", {}))
-    info = dict(data.get("op_info", {}))
-    nodes: dict[str, OpNode] = {}
-    models: dict[str, list[str]] = {}
-    if graphs is not None:
-        items = graphs.items() if isinstance(graphs, Mapping) else ((g.name, g) for g in graphs)
-        for name, graph in items:
-            for node in graph:
-                sig = op_signature(node)
-                nodes.setdefault(sig, node)
-                if name not in models.setdefault(sig, []):
-                    models[sig].append(name)
-    date = str(meta.get("date", ""))[:10]
-
-    def record(sig: str, seconds: float) -> dict[str, Any]:
-        node = nodes.get(sig) or node_from_signature(sig)
-        args = node.args or node.inputs + node.weights
-        named = models.get(sig) or [f"op:{node.op}" if group == "op" else f"sig:{sig}"]
-        return {"median_s": float(seconds), "p10_s": float(seconds), "p90_s": float(seconds),
-                "runs": 3, "op": node.op,
-                "class": info.get(sig, {}).get("class") or op_class(node),
-                "flops": float(node.flops), "bytes": float(node.bytes_moved),
-                "dtype": args[0].dtype if args else "float32", "models": named,
-                "measured_at": date}
-
-    gpu, cpu = str(meta.get("gpu", "GPU")), str(meta.get("host_cpu", "host CPU"))
-    torch = str(meta.get("torch", "?"))
-    gpu_key = f"torch-cuda|{gpu}|torch {torch}|cudnn {meta.get('cudnn', '?')}"
-    cpu_key = f"torch-cpu|{cpu}|torch {torch}|{meta.get('cpu_threads', '?')} threads"
-    transfers = dict(data.get("transfers", {}))
-    suffix = "" if data.get("executor_transfers", "pageable") == "pageable" else (
-        "_" + str(data["executor_transfers"]))
-    host = plat.host
-    accel_memories = list(dict.fromkeys(d.memory for d in plat.accelerators)) or ["gpu"]
-    copies: dict[str, list[list[float]]] = {}
-    for memory in accel_memories:
-        for name, (a, b) in {"h2d": (host.memory, memory), "d2h": (memory, host.memory)}.items():
-            points = transfers.get(name + suffix)
-            if points:
-                copies[f"{a}->{b}"] = [list(map(float, p)) for p in points]
-        domains = {d.domain for d in plat.accelerators if d.memory == memory}
-        for mem, precision in domains:
-            if precision == host.precision:
-                continue
-            for name, (a, b) in {"h2d": ((host.memory, host.precision), (mem, precision)),
-                                 "d2h": ((mem, precision), (host.memory, host.precision))
-                                 }.items():
-                points = transfers.get(name + suffix)
-                if points:
-                    copies[f"{a[0]}:{a[1]}->{b[0]}:{b[1]}"] = [list(map(float, p))
-                                                               for p in points]
-    region = dict(data.get("region_overhead_s", {}))
-    per_op = dict(data.get("executor_op_overhead", {}))
-    software = {k: str(meta[k]) for k in ("torch", "cuda", "cudnn", "driver", "python")
-                if k in meta}
-    ops = dict(data.get("ops", {}))
-    devices = {
-        gpu_key: {"runner": "torch", "kind": "cuda", "name": gpu, "software": software,
-                  "ops": {s: record(s, t) for s, t in ops.get("accel", {}).items()},
-                  "copies": copies,
-                  "overheads": {"region_s": float(region.get("accel", 0.0)),
-                                "per_op_s": float(per_op.get("accel", {}).get(
-                                    "overhead_per_op_s", 0.0)),
-                                "op_floor_s": float(per_op.get("accel", {}).get(
-                                    "host_per_op_s", 0.0))}},
-        cpu_key: {"runner": "torch", "kind": "cpu", "name": cpu, "software": software,
-                  "ops": {s: record(s, t) for s, t in ops.get("cpu", {}).items()},
-                  "copies": {},
-                  "overheads": {"region_s": 0.0,
-                                "per_op_s": float(per_op.get("cpu", {}).get(
-                                    "overhead_per_op_s", 0.0)),
-                                "op_floor_s": float(per_op.get("cpu", {}).get(
-                                    "host_per_op_s", 0.0)),
-                                "island_wakeup_s": float(region.get("cpu", 0.0))}},
-    }
-    binding = {d.name: (cpu_key if d.is_host else gpu_key) for d in plat.devices}
-    return {"schema": SCHEMA, "devices": devices, "bindings": {plat.name: binding},
-            "converted_from": {"schema": OLD_SCHEMA, "date": meta.get("date"),
-                               "models": "from graphs" if graphs is not None else
-                               f"grouped by {group} (no model names in the old format)"}}
