@@ -49,11 +49,8 @@ IN_GRAPH_SIGMA = {"cpu": 0.25, "default": 0.05}
 #: :class:`~partition_lab.profiling.runners.GraphTiming`) when it runs in another plan.
 IN_GRAPH_MEASURED_SIGMA = 0.1
 #: Sigma shared by every op of a profiled device: its speed when a plan runs vs when it was
-#: profiled. Measured on plans, not fitted to the cost model's errors: on the H200 the same
-#: plan (all ops on the host, or all on the GPU) timed whole by the profile and again in the
-#: timed run minutes later, on one instance, differed by a log rms of 0.19 (host) and 0.22
-#: (GPU) in issue 11's run 1 (0.29 and 0.32 in run 2); run back to back a minute apart, by
-#: 0.06-0.10 (``bench/gpu/stability.py``, ``bench/results/gpu_stability.json``).
+#: profiled, measured on whole plans timed twice (``bench/results/gpu_stability.json``), not
+#: fitted to the cost model's errors.
 DRIFT_SIGMA = 0.2
 #: Signatures with both times an op class needs before its in-graph / alone ratio is its own.
 MIN_RATIO = 5
@@ -160,10 +157,9 @@ class ProfiledCostModel:
         the platform's roofline (:func:`~partition_lab.cost_models.get_cost_model`).
     in_graph_sigma:
         The error of an op timed alone when it runs inside a graph (added to every op sigma),
-        per entry ``kind``: default :data:`IN_GRAPH_SIGMA` (host CPU 0.25: on the H200 host,
-        islands inside a graph took 1.5-2x their ops timed alone on 4 of 11 models, issue 11;
-        GPU 0.05). A number applies to every kind. Used only where the entry has too few
-        whole-graph measurements (below).
+        per entry ``kind``: default :data:`IN_GRAPH_SIGMA` (host CPU 0.25, GPU 0.05). A number
+        applies to every kind. Used only where the entry has too few whole-graph measurements
+        (below).
     drift_sigma:
         The error every op of a profiled device shares (:meth:`device_sigma`); default
         :data:`DRIFT_SIGMA`.
@@ -379,9 +375,8 @@ class ProfiledCostModel:
         the run's time outside its ops (``outside_s``), less the entry's fixed part per run
         (the median of that time on runs whose copies the curve prices under 0.5 ms) and the
         other direction's price, split over the tensors. A point replaces the probe's points
-        within a factor of 2 of its size: the probe times copies in a two-op graph, and on the
-        H200 it priced a 69 MB float16 output with its cast at 45 ms where whole graphs paid
-        about 8 ms (issue 11, deeplab on tensorcore).
+        within a factor of 2 of its size: the probe times copies in a two-op graph, which can
+        price a large copy far above what whole graphs pay for it.
         """
         host = self.platform.host
         for entry in self._entries.values():

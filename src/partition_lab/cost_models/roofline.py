@@ -184,11 +184,10 @@ class RooflineCostModel:
 
     # ------------------------------------------------------------------ uncertainty
     #: Relative error (log-space standard deviation) of an unmeasured roofline figure. An
-    #: assumption, not a fit: on the H200 the roofline's per-plan predictions were off by 2-4x
-    #: (no fusion in the executor; host kernels that neither vectorise nor hit bandwidth), and
-    #: unmeasured host ops 2.5-6x (issue 11). A factor of 2 per op (log 2 = 0.69) is the
-    #: narrowest spread those figures allow; copies follow a datasheet link (30%), launch
-    #: overheads are stated assumptions in the profiles (50%).
+    #: assumption, not a fit: a factor of 2 per op (log 2 = 0.69), the narrowest spread the
+    #: measured GPU runs allow (the roofline misses fusion and unvectorised host kernels);
+    #: copies follow a datasheet link (30%), launch overheads are stated assumptions in the
+    #: profiles (50%).
     SIGMA_OP = 0.69
     SIGMA_TRANSFER = 0.3
     SIGMA_OVERHEAD = 0.5
