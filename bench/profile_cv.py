@@ -1,8 +1,8 @@
 """Cross-validate the profiled cost model's fitted estimates (issue 11, planning from measurements).
 
-Converts a measured profile of the old two-kind format (default: the shipped H200 one,
-``cost_models/profiles/h200_measured.json``) to the profile cache format, or reads a profile
-cache, and prints the leave-one-model-out errors of :class:`ProfiledCostModel`'s fit: per device
+Converts a measured profile of the old two-kind format (default: the H200 one,
+``bench/results/h200_measured.json``, with ``bench/gpu_profile_to_cache.py``) to the profile
+cache format, or reads a profile cache, and prints the leave-one-model-out errors of :class:`ProfiledCostModel`'s fit: per device
 entry and op class over held-out signatures, and per held-out model over its summed op times.
 
 The old format does not record which models a signature came from. With ``--bundles DIR``
@@ -25,25 +25,13 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from partition_lab.cost_models.measured import op_signature
-from partition_lab.cost_models.profiled import (
-    ProfiledCostModel,
-    cache_from_measured_gpu,
-    read_profile_cache,
-    write_profile_cache,
-)
+from partition_lab.cost_models.profile_cache import read_profile_cache, write_profile_cache
+from partition_lab.cost_models.profiled import ProfiledCostModel
+from partition_lab.cost_models.signatures import op_signature
+from partition_lab.targets import get_platform
 
-
-def bundle_graphs(folder: Path) -> dict:
-    from partition_lab.executors.graph_io import read_bundle
-
-    graphs = {}
-    for path in sorted(folder.glob("*.json.gz")):
-        graph = read_bundle(path).graph
-        graphs[graph.name or path.name[:-8]] = graph
-    if not graphs:
-        raise SystemExit(f"no bundles (*.json.gz) in {folder}")
-    return graphs
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gpu_profile_to_cache import bundle_graphs, cache_from_measured_gpu  # noqa: E402
 
 
 def baseline(model: ProfiledCostModel, graphs: dict | None) -> list[str]:
@@ -53,15 +41,15 @@ def baseline(model: ProfiledCostModel, graphs: dict | None) -> list[str]:
     import statistics
 
     from partition_lab.cost_models import load_profile
-    from partition_lab.cost_models.profiled import node_from_signature
     from partition_lab.cost_models.roofline import RooflineCostModel
+    from partition_lab.cost_models.signatures import node_from_signature
 
     roofline = RooflineCostModel(load_profile("h200"), load_profile("xeon_gold_6130"))
     nodes = {}
     for graph in (graphs or {}).values():
         for node in graph:
             nodes.setdefault(op_signature(node), node)
-    lines = ["", "baseline, same folds: scaled roofline (MeasuredGpuCostModel's fallback)",
+    lines = ["", "baseline, same folds: scaled roofline (the retired two-kind model's fallback)",
              f"{'device':<16} {'group':<8} {'n':>5} {'median':>7} {'p90':>6} {'rms':>6}"]
     for device, key in model.binding.items():
         if device not in ("cpu", model.platform.primary.name):
@@ -106,8 +94,8 @@ def baseline(model: ProfiledCostModel, graphs: dict | None) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     source = parser.add_mutually_exclusive_group()
-    source.add_argument("--profile", help="old partition_lab.gpu_profile/1 file (default: the "
-                                          "shipped H200 profile)")
+    source.add_argument("--profile", help="old partition_lab.gpu_profile/1 file (default: "
+                                          "bench/results/h200_measured.json)")
     source.add_argument("--cache", help="a partition_lab.profile_cache/1 file")
     parser.add_argument("--bundles", type=Path, help="bundles of the profiled models: model "
                                                      "names and node counts per signature")
@@ -127,12 +115,12 @@ def main(argv: list[str] | None = None) -> int:
     else:
         cache = cache_from_measured_gpu(args.profile, graphs=graphs, platform=args.platform,
                                         group=args.group)
-        what = f"{args.profile or 'shipped h200_measured.json'} converted " + (
+        what = f"{args.profile or 'h200_measured.json'} converted " + (
             f"(models from {len(graphs)} bundles in {args.bundles})" if graphs else
             f"(no model names: signatures grouped by {args.group})")
         if args.write_cache:
             write_profile_cache(args.write_cache, cache)
-    model = ProfiledCostModel(cache, args.platform)
+    model = ProfiledCostModel(cache, get_platform(args.platform))
     start = time.perf_counter()
     cv = model.cross_validate(graphs)
     elapsed = time.perf_counter() - start

@@ -26,7 +26,6 @@ from partition_lab.cli import (
     parse_input_shapes,
     parse_options,
 )
-from partition_lab.targets import get_platform
 
 SVG = "{http://www.w3.org/2000/svg}"
 COMMANDS = ["viz", "partition", "compare", "profile", "targets", "zoo"]
@@ -92,6 +91,7 @@ def test_compare_help_documents_exactly_the_keys_compare_json_prints():
     from partition_lab.cli import COMPARE_JSON_DOC
     from partition_lab.comparison import compare_plans
     from partition_lab.cost_models import get_cost_model
+    from partition_lab.targets import get_platform
 
     graph = synthetic.chain(["nn.conv2d", "nn.relu", "sign", "nn.conv2d"])
     verdicts = synthetic.verdicts_by_op(graph, ["sign"])

@@ -1,30 +1,26 @@
-"""Cost models: profiles as data, the roofline against the field report, measured CPU times."""
+"""Cost models: profiles as data, the roofline against the field report, op signatures."""
 
 from __future__ import annotations
 
 import doctest
-import json
 from pathlib import Path
 
 import pytest
 
 from partition_lab import synthetic
 from partition_lab.core.graph import OpGraph, OpNode, TensorType
-from partition_lab.core.plan import PartitionPlan
 from partition_lab.cost_models import (
-    MeasuredCpuCostModel,
+    ProfiledCostModel,
     RooflineCostModel,
     available_profiles,
     evaluate,
     get_cost_model,
-    load_measurements,
     load_profile,
     op_class,
     op_signature,
-    save_measurements,
 )
 from partition_lab.errors import ProfileError
-from partition_lab.targets import TargetSpec
+from partition_lab.targets import TargetSpec, get_platform
 
 SHIPPED = ["h200", "inferentia1", "local_cpu", "t4", "v100", "xeon_gold_6130"]
 
@@ -32,7 +28,7 @@ SHIPPED = ["h200", "inferentia1", "local_cpu", "t4", "v100", "xeon_gold_6130"]
 def all_on_accel(graph: OpGraph, profile: str) -> float:
     """Every op on one accelerator priced with ``profile``; the host as prepared (no casts)."""
     verdicts = synthetic.verdicts_by_op(graph)
-    plan = PartitionPlan.from_assignment(graph, "acc", "test", range(len(graph)), verdicts)
+    plan = synthetic.plan_on(graph, synthetic.one_accelerator(verdicts, "acc"), "test", range(len(graph)))
     return evaluate(plan, get_cost_model(plan.platform, accel_profile=profile)).total
 
 
@@ -142,13 +138,13 @@ def test_inferentia_resnet152_against_a_figure_not_used_to_set_the_profile() -> 
 def test_cpu_fp16_matmul_uses_the_achieved_rate() -> None:
     graph = synthetic.matmul_chain(100, 1024, "float16")
     verdicts = synthetic.verdicts_by_op(graph)
-    plan = PartitionPlan.from_assignment(graph, "acc", "test", [], verdicts)
-    total = evaluate(plan, get_cost_model("neuron")).total
+    plan = synthetic.plan_on(graph, synthetic.one_accelerator(verdicts, "acc"), "test", [])
+    total = evaluate(plan, get_cost_model(get_platform("neuron"))).total
     assert total == pytest.approx(5.55, rel=0.01)  # the report's 5.55 s (38.7 GFLOPS)
 
 
 def test_explain_names_the_bound() -> None:
-    model = get_cost_model("neuron")
+    model = get_cost_model(get_platform("neuron"))
     graph = synthetic.matmul_chain(1, 1024, "float16")
     assert model.explain(graph[0], "accel").bound == "compute"
     relu = synthetic.chain(["nn.relu"])[0]
@@ -168,14 +164,14 @@ def test_op_classes() -> None:
 
 def test_fp32_traffic_counts_two_bytes_on_inferentia_only() -> None:
     conv = synthetic.chain(["nn.conv2d"])[0]
-    neuron, tensorcore = get_cost_model("neuron"), get_cost_model("tensorcore")
+    neuron, tensorcore = get_cost_model(get_platform("neuron")), get_cost_model(get_platform("tensorcore"))
     assert neuron.explain(conv, "accel").nbytes == pytest.approx(conv.bytes_moved / 2)
     assert tensorcore.explain(conv, "accel").nbytes == conv.bytes_moved
     assert neuron.explain(conv, "cpu").nbytes == conv.bytes_moved
 
 
 def test_transfers_and_overheads() -> None:
-    model = get_cost_model("neuron")
+    model = get_cost_model(get_platform("neuron"))
     link = load_profile("inferentia1").host_link
     assert model.transfer_time(1e6, "cpu", "accel") == pytest.approx(link.latency + 1e6 / link.bandwidth)
     assert model.transfer_time(1e6, "accel", "cpu") == model.transfer_time(1e6, "cpu", "accel")
@@ -186,8 +182,8 @@ def test_transfers_and_overheads() -> None:
 
 def test_the_model_is_deterministic() -> None:
     graph = synthetic.simple_pose_like()
-    first = [get_cost_model("neuron").op_time(n, k) for n in graph for k in ("cpu", "accel")]
-    second = [get_cost_model("neuron").op_time(n, k) for n in graph for k in ("cpu", "accel")]
+    first = [get_cost_model(get_platform("neuron")).op_time(n, k) for n in graph for k in ("cpu", "accel")]
+    second = [get_cost_model(get_platform("neuron")).op_time(n, k) for n in graph for k in ("cpu", "accel")]
     assert first == second
 
 
@@ -198,19 +194,27 @@ def _spec(name: str, default_profile: str | None) -> TargetSpec:
 
 def test_default_pairings() -> None:
     tensorcore = "roofline(tensorcore=t4 + cuda=t4 + cpu=xeon_gold_6130"
-    assert get_cost_model("tensorcore").name.startswith(tensorcore)
-    assert get_cost_model(None).name.startswith(tensorcore)
-    assert get_cost_model("neuron@2020").name.startswith(
+    assert get_cost_model(get_platform("tensorcore")).name.startswith(tensorcore)
+    assert get_cost_model(get_platform("neuron@2020")).name.startswith(
         "roofline(neuron@2020=inferentia1 + cpu=xeon_gold_6130")
-    assert get_cost_model(_spec("mine", "v100")).name.startswith("roofline(mine=v100")
-    assert get_cost_model("tensorcore", accel_profile="h200").name.startswith(
+    assert get_cost_model(get_platform(_spec("mine", "v100"))).name.startswith("roofline(mine=v100")
+    assert get_cost_model(get_platform("tensorcore"), accel_profile="h200").name.startswith(
         "roofline(tensorcore=h200 + cuda=h200")
-    cpu_only = get_cost_model("cpu")
+    cpu_only = get_cost_model(get_platform("cpu"))
     assert cpu_only.transfer_time(1e9, "cpu", "cpu") == 0.0
 
 
+@pytest.mark.parametrize("not_a_platform", [None, "tensorcore", _spec("mine", "v100")])
+def test_cost_models_take_a_platform_not_a_name(not_a_platform) -> None:
+    with pytest.raises(TypeError, match="takes a Platform"):
+        get_cost_model(not_a_platform)
+    with pytest.raises(TypeError, match="ProfiledCostModel takes a Platform"):
+        ProfiledCostModel({"schema": "partition_lab.profile_cache/1", "devices": {}},
+                          not_a_platform)
+
+
 def test_tensorcore_prices_cuda_cores_without_tensor_cores_and_host_islands_in_fp32() -> None:
-    model = get_cost_model("tensorcore")
+    model = get_cost_model(get_platform("tensorcore"))
     matmul = synthetic.matmul_chain(1, 1024, "float16")[0]
     # CUDA cores run the matmul on the vector units: slower than the Tensor Cores.
     assert model.op_time(matmul, "cuda") > 2 * model.op_time(matmul, "tensorcore")
@@ -222,18 +226,18 @@ def test_tensorcore_prices_cuda_cores_without_tensor_cores_and_host_islands_in_f
     relu = OpNode(0, "nn.relu", "r", None, (TensorType((1, 1 << 20), "float16"),),
                   (TensorType((1, 1 << 20), "float16"),), args=(TensorType((1, 1 << 20), "float16"),))
     fp32_host = model.explain(relu, "cpu").nbytes
-    as_prepared = get_cost_model("neuron").explain(relu, "cpu").nbytes
+    as_prepared = get_cost_model(get_platform("neuron")).explain(relu, "cpu").nbytes
     assert fp32_host == pytest.approx(2 * as_prepared)
 
 
 def test_a_target_without_a_profile_needs_one() -> None:
     with pytest.raises(ProfileError, match="names no hardware profile"):
-        get_cost_model(_spec("my_npu", None))
-    assert isinstance(get_cost_model(_spec("my_npu", None), accel_profile="t4"),
+        get_cost_model(get_platform(_spec("my_npu", None)))
+    assert isinstance(get_cost_model(get_platform(_spec("my_npu", None)), accel_profile="t4"),
                       RooflineCostModel)
 
 
-# ---------------------------------------------------------------------------- measured CPU
+# ---------------------------------------------------------------------------- op signatures
 def _node(shape: tuple[int, ...], op: str = "nn.relu", **attrs) -> OpNode:
     t = TensorType(shape, "float32")
     return OpNode(7, op, "x", None, (t,), (t,), attrs=attrs, args=(t,))
@@ -249,42 +253,10 @@ def test_op_signature_is_stable_and_specific() -> None:
     assert op_signature(_node((1, 8), "x", b=(1, 2), a=0.5)) == "x(float32[1,8]){a=0.5,b=[1,2]}"
 
 
-def test_measured_cpu_model_uses_measurements_and_falls_back(tmp_path: Path) -> None:
-    graph = synthetic.chain(["nn.conv2d", "nn.relu"])
-    base = get_cost_model("neuron")
-    path = save_measurements(tmp_path / "m" / "cpu.json", {op_signature(graph[1]): 1.5e-3},
-                             {"machine": "test"})
-    assert [p.name for p in path.parent.iterdir()] == ["cpu.json"]  # no temporary file left
-    model = get_cost_model("neuron", measured_cpu=path)
-    assert isinstance(model, MeasuredCpuCostModel)
-    assert model.measured_nodes(graph) == [1]
-    assert model.op_time(graph[1], "cpu") == 1.5e-3
-    assert model.op_time(graph[0], "cpu") == base.op_time(graph[0], "cpu")
-    assert model.op_time(graph[1], "accel") == base.op_time(graph[1], "accel")
-    assert model.transfer_time(1e6, "cpu", "accel") == base.transfer_time(1e6, "cpu", "accel")
-    assert "measured" in model.explain(graph[1], "cpu")
-    assert load_measurements(path).meta == {"machine": "test"}
-
-
-@pytest.mark.parametrize(("content", "message"), [
-    ("not json", "not valid JSON"),
-    (json.dumps({"schema": "other"}), "schema"),
-    (json.dumps({"schema": "partition_lab.measurements/1", "times_s": {"x": -1}}), "positive"),
-    (json.dumps({"schema": "partition_lab.measurements/1", "times_s": []}), "object"),
-])
-def test_malformed_measurement_caches(tmp_path: Path, content: str, message: str) -> None:
-    path = tmp_path / "cache.json"
-    path.write_text(content)
-    with pytest.raises(ProfileError, match=message):
-        load_measurements(path)
-    with pytest.raises(ProfileError, match="does not exist"):
-        load_measurements(tmp_path / "missing.json")
-
-
 def test_docstring_examples_run() -> None:
     from partition_lab import cost_models
-    from partition_lab.cost_models import measured, profiles, roofline
+    from partition_lab.cost_models import profiles, roofline, signatures
 
-    for module in (cost_models, measured, profiles, roofline):
+    for module in (cost_models, profiles, roofline, signatures):
         result = doctest.testmod(module)
         assert result.attempted > 0 and result.failed == 0, module.__name__

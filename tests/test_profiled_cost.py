@@ -1,5 +1,6 @@
 """ProfiledCostModel: measured ops, a fit for the rest with cross-validated uncertainty, copies,
-overheads, and the old H200 profile converted to the profile cache format.
+overheads; the op-signature codec; the old H200 profile converted to the profile cache format
+(bench/gpu_profile_to_cache.py).
 
 The synthetic caches follow a known law per device (floor + bytes / bandwidth + FLOPs / peak,
 per op class) with seeded log-normal noise, so the fit can be checked against the truth.
@@ -16,18 +17,15 @@ import pytest
 from partition_lab import synthetic
 from partition_lab.core.ops import op_class
 from partition_lab.cost_models import evaluate, get_cost_model, op_signature
-from partition_lab.cost_models.measured_gpu import MeasuredGpuCostModel
-from partition_lab.cost_models.profiled import (
-    MIN_RATIO,
-    SCHEMA,
-    ProfiledCostModel,
-    cache_from_measured_gpu,
-    node_from_signature,
-)
+from partition_lab.cost_models.copy_curves import TransferCurve
+from partition_lab.cost_models.profile_cache import SCHEMA
+from partition_lab.cost_models.profiled import MIN_RATIO, ProfiledCostModel
+from partition_lab.cost_models.signatures import node_from_signature
 from partition_lab.errors import ProfileError
 from partition_lab.strategies import get_strategy
 from partition_lab.targets import get_platform
 
+TENSORCORE = get_platform("tensorcore")
 NOISE = 0.05
 GPU, CPU = "gpu-key", "cpu-key"
 #: (floor s, bytes/s, FLOP/s) per op class and device kind: the generating law.
@@ -92,7 +90,7 @@ def graphs() -> dict:
 
 @pytest.fixture(scope="module")
 def model(graphs) -> ProfiledCostModel:
-    return ProfiledCostModel(synthetic_cache(graphs), "tensorcore")
+    return ProfiledCostModel(synthetic_cache(graphs), TENSORCORE)
 
 
 def unseen_graph():
@@ -137,7 +135,7 @@ def test_unmeasured_ops_are_predicted_within_the_noise(model) -> None:
 
 def test_roofline_fallback_is_not_within_the_noise(model) -> None:
     # The check above can fail: the platform's roofline misses the same law by far more.
-    roofline = get_cost_model("tensorcore")
+    roofline = get_cost_model(TENSORCORE)
     graph = unseen_graph()
     errors = [math.log(roofline.op_time(n, "cpu") / true_time(n, "cpu")) for n in graph]
     assert np.median(np.abs(errors)) > 2 * NOISE
@@ -153,7 +151,7 @@ def test_sigma_of_measured_ops_is_below_that_of_fitted_ones(model, graphs) -> No
         assert high > low
         # The fitted sigma comes from the cross-validated residuals: near the noise, not 1.
         assert high < in_graph + 0.2
-    same = ProfiledCostModel(model.cache, "tensorcore", in_graph_sigma=0.01)
+    same = ProfiledCostModel(model.cache, TENSORCORE, in_graph_sigma=0.01)
     assert same.op_sigma(measured, "cpu") == pytest.approx(math.hypot(spread, 0.01))
 
 
@@ -197,7 +195,7 @@ def test_an_entry_without_model_names_is_cross_validated_by_folds(graphs) -> Non
     cache = synthetic_cache(graphs)
     for rec in cache["devices"][CPU]["ops"].values():
         rec["models"] = []
-    model = ProfiledCostModel(cache, "tensorcore")
+    model = ProfiledCostModel(cache, TENSORCORE)
     folds = model.folds(CPU)
     assert len(folds.held_out) == 5
     assert all(not set(folds.training[f]) & set(folds.held_out[f]) for f in folds.held_out)
@@ -206,7 +204,7 @@ def test_an_entry_without_model_names_is_cross_validated_by_folds(graphs) -> Non
 
 # ---------------------------------------------------------------------------- copies, overheads
 def test_copies_follow_the_measured_curve_and_casts_the_roofline(model) -> None:
-    roofline = get_cost_model("tensorcore")
+    roofline = get_cost_model(TENSORCORE)
     host = roofline.device_cost("cpu").profile
     cast = 3 * 1e5 / (host.memory_bandwidth * host.efficiency("data"))
     # tensorcore -> cpu leaves GPU memory and the half precision: curve point + roofline cast.
@@ -227,7 +225,7 @@ def test_a_domain_curve_replaces_copy_plus_cast(graphs) -> None:
     cache = synthetic_cache(graphs)
     cache["devices"][GPU]["copies"]["host:float32->gpu:as-prepared"] = [[1e3, 1e-5],
                                                                           [1e6, 1e-4]]
-    model = ProfiledCostModel(cache, "tensorcore")
+    model = ProfiledCostModel(cache, TENSORCORE)
     assert model.transfer_time(1e6, "cpu", "tensorcore") == pytest.approx(1e-4)
     assert model.transfer_sigma(1e6, "cpu", "tensorcore") == pytest.approx(0.1)
 
@@ -239,8 +237,8 @@ def test_region_overheads_and_host_island_wakeup(model) -> None:
 
 
 def test_an_unbound_device_uses_the_fallback(graphs) -> None:
-    roofline = get_cost_model("tensorcore")
-    model = ProfiledCostModel(synthetic_cache(graphs), "tensorcore",
+    roofline = get_cost_model(TENSORCORE)
+    model = ProfiledCostModel(synthetic_cache(graphs), TENSORCORE,
                               binding={"tensorcore": GPU, "cpu": CPU}, fallback=roofline)
     node = graphs["resnet_64"][0]
     assert model.op_time(node, "cuda") == roofline.op_time(node, "cuda")
@@ -254,9 +252,9 @@ def test_ambiguous_entries_need_a_binding(graphs) -> None:
     del cache["bindings"]
     cache["devices"]["other-gpu"] = dict(cache["devices"][GPU])
     with pytest.raises(ProfileError, match="binding"):
-        ProfiledCostModel(cache, "tensorcore")
+        ProfiledCostModel(cache, TENSORCORE)
     with pytest.raises(ProfileError, match="do not exist"):
-        ProfiledCostModel(cache, "tensorcore", binding={"cpu": "nope"})
+        ProfiledCostModel(cache, TENSORCORE, binding={"cpu": "nope"})
 
 
 # ---------------------------------------------------------------------------- plans
@@ -264,9 +262,8 @@ def test_ambiguous_entries_need_a_binding(graphs) -> None:
 def test_evaluate_a_three_device_tensorcore_plan(model, strategy) -> None:
     from partition_lab.relay.passes.annotate import support_table
 
-    platform = get_platform("tensorcore")
     graph = unseen_graph()
-    support = support_table(graph, platform)
+    support = support_table(graph, TENSORCORE)
     plan = get_strategy(strategy).run(graph, support, cost_model=model)
     breakdown = evaluate(plan, model)
     assert breakdown.total > 0 and math.isfinite(breakdown.total)
@@ -284,32 +281,65 @@ def test_evaluate_a_three_device_tensorcore_plan(model, strategy) -> None:
 
 
 def test_get_cost_model_with_a_profile(graphs) -> None:
-    model = get_cost_model("tensorcore", profile=synthetic_cache(graphs))
+    model = get_cost_model(TENSORCORE, profile=synthetic_cache(graphs))
     assert isinstance(model, ProfiledCostModel)
     node = graphs["resnet_64"][1]
     assert model.is_measured(node, "cpu")
 
 
+# ---------------------------------------------------------------------------- copy curves
+def test_a_transfer_curve_interpolates_and_extends_its_last_segment() -> None:
+    curve = TransferCurve.from_points([[1e6, 3e-4], [1000, 2e-5]], "curve")
+    assert curve.sizes == (1000, 1e6)  # sorted by size
+    assert curve.time(10) == pytest.approx(2e-5)  # the smallest copy
+    assert curve.time(500_500) == pytest.approx(1.6e-4)
+    assert curve.time(2e6) == pytest.approx(3e-4 + 2.8e-4 / 999e3 * 1e6)
+    assert curve.bandwidth() == pytest.approx(1e6 / 3e-4)
+
+
+def test_transfer_curve_needs_two_points() -> None:
+    with pytest.raises(ProfileError):
+        TransferCurve.from_points([[10, 1e-6]], "curve")
+
+
 # ---------------------------------------------------------------------------- old format
-def test_the_converted_h200_profile_prices_measured_ops_as_the_old_model() -> None:
-    cache = cache_from_measured_gpu()
-    old = MeasuredGpuCostModel()
-    model = ProfiledCostModel(cache, "tensorcore")
+def _converter():
+    """bench/gpu_profile_to_cache.py, the converter of the old two-kind profile format."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "bench" / "gpu_profile_to_cache.py"
+    spec = importlib.util.spec_from_file_location("gpu_profile_to_cache", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_converted_h200_profile_prices_its_measured_ops() -> None:
+    import json
+
+    converter = _converter()
+    old = json.loads(converter.DEFAULT_PROFILE.read_text())
+    cache = converter.cache_from_measured_gpu()
+    model = ProfiledCostModel(cache, TENSORCORE)
     assert set(model.binding) == {"tensorcore", "cuda", "cpu"}
     assert model.binding["tensorcore"] == model.binding["cuda"] != model.binding["cpu"]
-    sigs = sorted(old.profile.ops["accel"])[::40]
-    for sig in sigs:
+    floor = old["executor_op_overhead"]["accel"]["host_per_op_s"]
+    per_op = old["executor_op_overhead"]["cpu"]["overhead_per_op_s"]
+    for sig in sorted(old["ops"]["accel"])[::40]:
         node = node_from_signature(sig)
         assert model.is_measured(node, "cuda")
-        assert model.op_time(node, "tensorcore") == pytest.approx(old.op_time(node, "accel"))
-        assert model.op_time(node, "cpu") == pytest.approx(old.op_time(node, "cpu"))
+        assert model.op_time(node, "tensorcore") == pytest.approx(
+            max(old["ops"]["accel"][sig], floor))
+        if sig in old["ops"]["cpu"]:
+            assert model.op_time(node, "cpu") == pytest.approx(old["ops"]["cpu"][sig] + per_op)
+    h2d = TransferCurve.from_points(old["transfers"]["h2d"], "h2d")
+    d2h = TransferCurve.from_points(old["transfers"]["d2h"], "d2h")
     for nbytes in (300.0, 2e5, 5e8):
-        assert model.transfer_time(nbytes, "tensorcore", "cpu") == pytest.approx(
-            old.transfer_time(nbytes, "accel", "cpu"))
-        assert model.transfer_time(nbytes, "cpu", "cuda") == pytest.approx(
-            old.transfer_time(nbytes, "cpu", "accel"))
-    assert model.region_overhead("cpu") == pytest.approx(old.region_overhead("cpu"))
-    assert model.region_overhead("tensorcore") == pytest.approx(old.region_overhead("accel"))
+        assert model.transfer_time(nbytes, "cpu", "cuda") == pytest.approx(h2d.time(nbytes))
+        assert model.transfer_time(nbytes, "tensorcore", "cpu") == pytest.approx(d2h.time(nbytes))
+    assert model.region_overhead("cpu") == pytest.approx(old["region_overhead_s"]["cpu"])
+    assert model.region_overhead("tensorcore") == pytest.approx(old["region_overhead_s"]["accel"])
     groups = {m for rec in cache["devices"][model.binding["cpu"]]["ops"].values()
               for m in rec["models"]}
     assert "op:nn.conv2d" in groups
@@ -322,7 +352,7 @@ def test_the_converter_takes_model_names_from_graphs(graphs) -> None:
            "ops": {"accel": times, "cpu": times}, "op_info": {},
            "transfers": {"h2d": COPIES, "d2h": COPIES}, "region_overhead_s": {"accel": 1e-6,
                                                                               "cpu": 2e-6}}
-    cache = cache_from_measured_gpu(old, graphs=[resnet])
+    cache = _converter().cache_from_measured_gpu(old, graphs=[resnet])
     ops = next(iter(cache["devices"].values()))["ops"]
     assert all(rec["models"] == ["resnet_64"] for rec in ops.values())
     node = resnet[0]
@@ -361,10 +391,11 @@ def test_node_from_signature_recovers_flops_and_outputs() -> None:
 def test_docstring_examples_run() -> None:
     import doctest
 
-    from partition_lab.cost_models import profiled
+    from partition_lab.cost_models import fit, signatures
 
-    result = doctest.testmod(profiled)
-    assert result.attempted >= 3 and result.failed == 0
+    for module in (fit, signatures):
+        result = doctest.testmod(module)
+        assert result.attempted > 0 and result.failed == 0, module.__name__
 
 
 # ---------------------------------------------------------------------------- in-graph times
@@ -393,7 +424,7 @@ def with_in_graph(cache: dict, graph_name: str, factor: dict[str, float], *,
 def test_an_op_measured_inside_a_graph_is_priced_at_that_time(graphs) -> None:
     cache = with_in_graph(synthetic_cache(graphs), "resnet_128",
                           {"matrix": 1.3, "vector": 2.0, "data": 2.5})
-    model = ProfiledCostModel(cache, "tensorcore")
+    model = ProfiledCostModel(cache, TENSORCORE)
     for node in graphs["resnet_128"]:
         recorded = cache["devices"][CPU]["ops"][op_signature(node)]["in_graph_s"]["resnet_128"]
         assert model.op_time(node, "cpu") == pytest.approx(recorded)
@@ -405,9 +436,9 @@ def test_other_ops_take_their_class_ratio_and_its_measured_spread(graphs) -> Non
     """Ops without an in-graph time: alone (with overheads) x the median in-graph / alone ratio
     of their op class; the spread of those ratios replaces the assumed in-graph sigma."""
     base = synthetic_cache(graphs)
-    plain = ProfiledCostModel(base, "tensorcore")
+    plain = ProfiledCostModel(base, TENSORCORE)
     factor = {"matrix": 1.3, "vector": 2.0, "data": 2.5}
-    model = ProfiledCostModel(with_in_graph(base, "resnet_128", factor, jitter=0.2), "tensorcore")
+    model = ProfiledCostModel(with_in_graph(base, "resnet_128", factor, jitter=0.2), TENSORCORE)
     own = {op_signature(n) for n in graphs["resnet_128"]}
     others = [n for n in graphs["chain_16_56"] if op_signature(n) not in own]
     assert {op_class(n) for n in others} >= {"vector"}
@@ -431,7 +462,7 @@ def test_other_ops_take_their_class_ratio_and_its_measured_spread(graphs) -> Non
 
 def test_without_graph_runs_nothing_changes(graphs) -> None:
     cache = synthetic_cache(graphs)
-    model = ProfiledCostModel(cache, "tensorcore")
+    model = ProfiledCostModel(cache, TENSORCORE)
     node = graphs["chain_16_56"][0]
     assert model._ratio(model.entry_of("cpu"), op_class(node)) == (1.0, None)
     assert model.op_sigma(node, "cpu") == pytest.approx(
@@ -443,7 +474,7 @@ def test_copies_that_whole_graph_runs_made_join_the_copy_curve(graphs) -> None:
     whose two 6 MB outputs took 8 ms beyond it makes a point at 6 MB of 4 ms each, replacing
     the probe's point at 10 MB (within a factor of 2); a run on another platform is not used."""
     cache = synthetic_cache(graphs)
-    plain = ProfiledCostModel(cache, "tensorcore")
+    plain = ProfiledCostModel(cache, TENSORCORE)
 
     def run(platform: str, ins: list[float], outs: list[float], extra: float) -> dict:
         price = sum(plain.transfer_time(n, "cpu", "cuda") for n in ins) + sum(
@@ -458,13 +489,13 @@ def test_copies_that_whole_graph_runs_made_join_the_copy_curve(graphs) -> None:
     big["outside_s"] = 1e-3 + plain.transfer_time(big_in, "cpu", "cuda") + 8e-3
     other = run("neuron", [1e3], [9e6], 5.0)
     cache["devices"][GPU]["graphs"] = {f"r{i}": r for i, r in enumerate([*small, big, other])}
-    model = ProfiledCostModel(cache, "tensorcore")
+    model = ProfiledCostModel(cache, TENSORCORE)
     assert model.transfer_time(6e6, "cuda", "cpu") == pytest.approx(
         4e-3 + plain._cast_time(6e6, "cuda", "cpu"))
     assert model.transfer_time(1e5, "cuda", "cpu") == plain.transfer_time(1e5, "cuda", "cpu")
     assert model.transfer_time(6e6, "cpu", "cuda") == plain.transfer_time(6e6, "cpu", "cuda")
     del cache["devices"][GPU]["graphs"]["r3"]
-    unchanged = ProfiledCostModel(cache, "tensorcore")
+    unchanged = ProfiledCostModel(cache, TENSORCORE)
     assert unchanged.transfer_time(6e6, "cuda", "cpu") == plain.transfer_time(6e6, "cuda", "cpu")
 
 
@@ -475,7 +506,7 @@ def test_ambiguous_entries_are_explained_in_the_readers_terms(graphs) -> None:
     cache["devices"]["gpu-2"] = dict(cache["devices"][GPU])
     del cache["bindings"]
     with pytest.raises(ProfileError, match=r"pass binding=\{device: key\}"):
-        ProfiledCostModel(cache, "tensorcore")
+        ProfiledCostModel(cache, TENSORCORE)
     with command_line(), pytest.raises(ProfileError, match=r"partition-lab profile MODEL "
                                                            r"--platform tensorcore"):
-        ProfiledCostModel(cache, "tensorcore")
+        ProfiledCostModel(cache, TENSORCORE)

@@ -23,7 +23,7 @@ import pytest
 from partition_lab.core.graph import OpGraph, OpGraphBuilder, TensorType
 from partition_lab.core.plan import PartitionPlan
 from partition_lab.core.support import Support, Verdict
-from partition_lab.cost_models.measured import op_signature
+from partition_lab.cost_models.signatures import op_signature
 from partition_lab.errors import ProfileError
 from partition_lab.executors.graph_io import ArgRef, Bundle, write_bundle
 from partition_lab.profiling.cache import SCHEMA, DeviceEntry, OpStats, ProfileCache

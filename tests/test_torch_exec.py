@@ -1,4 +1,4 @@
-"""The PyTorch plan executor (CPU path), portable bundles and the measured GPU cost model.
+"""The PyTorch plan executor (CPU path) and portable bundles.
 
 The executor's CPU path must compute what TVM's llvm build of the same module computes (fp32
 graphs, tolerance of float32 rounding): per op on small Relay functions, then whole small zoo
@@ -10,7 +10,6 @@ by ``make test``) says a skip would hide a broken install.
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 from pathlib import Path
 from types import SimpleNamespace
@@ -20,14 +19,6 @@ import numpy as np
 import pytest
 
 from partition_lab.core.graph import OpGraphBuilder, TensorType
-from partition_lab.cost_models.measured import op_signature
-from partition_lab.cost_models.measured_gpu import (
-    MeasuredGpuCostModel,
-    TransferCurve,
-    load_gpu_profile,
-    parse_gpu_profile,
-)
-from partition_lab.errors import ProfileError
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
 REQUIRE_TORCH = os.environ.get("PARTITION_LAB_REQUIRE_TORCH") == "1"
@@ -867,89 +858,3 @@ def test_small_evaluation_models_run_partitioned_as_the_framework_computes_them(
     if name.startswith("ssd"):
         ids = outputs[0][0, :, 0]
         assert (ids >= 0).any()  # detections survive NMS
-
-
-# ---------------------------------------------------------------------------- measured GPU model
-def _profile_data() -> dict[str, Any]:
-    b = OpGraphBuilder("p")
-    x = b.input("x", TensorType((8, 64), "float16"))
-    relu = b.op("nn.relu", [x])
-    graph = b.build(outputs=[b.op("sigmoid", [relu])])
-    sig_relu, sig_sigmoid = op_signature(graph[0]), op_signature(graph[1])
-    return {
-        "graph": graph,
-        "json": {
-            "schema": "partition_lab.gpu_profile/1", "meta": {"gpu": "Test GPU"},
-            "ops": {"accel": {sig_relu: 4e-6}, "cpu": {sig_relu: 2e-6, sig_sigmoid: 3e-6}},
-            "op_info": {sig_relu: {"op": "nn.relu", "class": "vector",
-                                   "roofline_accel_s": 2e-6, "roofline_cpu_s": 1e-6}},
-            "transfers": {"h2d": [[1000, 1e-5], [1e6, 1e-4]], "d2h": [[1000, 2e-5],
-                                                                     [1e6, 3e-4]]},
-            "executor_transfers": "pageable",
-            "region_overhead_s": {"accel": 1.5e-5, "cpu": 0.0},
-        },
-    }
-
-
-def test_measured_gpu_model_looks_up_interpolates_and_scales_its_fallback() -> None:
-    data = _profile_data()
-    graph, profile = data["graph"], parse_gpu_profile(data["json"])
-    model = MeasuredGpuCostModel(profile)
-    relu, sigmoid = graph[0], graph[1]
-    assert model.op_time(relu, "accel") == 4e-6
-    assert model.op_time(sigmoid, "cpu") == 3e-6
-    # sigmoid on the GPU was not measured: the roofline estimate times the vector-class ratio 2.
-    assert model.op_time(sigmoid, "accel") == pytest.approx(
-        2.0 * model.fallback.op_time(sigmoid, "accel"))
-    assert not model.is_measured(sigmoid, "accel")
-    assert model.coverage(graph) == {"accel": 0.5, "cpu": 1.0}
-    assert model.transfer_time(1000, "cpu", "accel") == pytest.approx(1e-5)
-    assert model.transfer_time(500_500, "cpu", "accel") == pytest.approx(5.5e-5)
-    assert model.transfer_time(10, "accel", "cpu") == pytest.approx(2e-5)  # the smallest copy
-    assert model.transfer_time(2e6, "accel", "cpu") == pytest.approx(3e-4 + 2.8e-4 / 999e3 * 1e6)
-    assert model.transfer_time(1e9, "cpu", "cpu") == 0.0
-    assert model.region_overhead("accel") == 1.5e-5
-    assert "Test GPU" in model.name
-
-
-def test_executor_overhead_adds_on_the_cpu_and_floors_the_gpu() -> None:
-    data = _profile_data()
-    graph = data["graph"]
-    data["json"]["executor_op_overhead"] = {
-        "accel": {"host_per_op_s": 6e-6, "overhead_per_op_s": 5e-6},
-        "cpu": {"host_per_op_s": 3e-6, "overhead_per_op_s": 1e-6}}
-    model = MeasuredGpuCostModel(parse_gpu_profile(data["json"]))
-    relu = graph[0]
-    assert model.op_time(relu, "cpu") == pytest.approx(2e-6 + 1e-6)
-    assert model.op_time(relu, "accel") == pytest.approx(6e-6)  # launches bound the 4 us op
-    assert model.op_time_alone(relu, "accel") == 4e-6
-
-
-@pytest.mark.parametrize("change, message", [
-    ({"schema": "other"}, "schema"),
-    ({"transfers": {"h2d": [[1, 1e-6]]}}, "h2d"),
-    ({"region_overhead_s": {"accel": -1, "cpu": 0}}, "region_overhead_s"),
-    ({"ops": {"accel": {"x": 0}}}, "positive"),
-])
-def test_malformed_profiles_are_rejected(change: dict[str, Any], message: str) -> None:
-    with pytest.raises(ProfileError, match=message):
-        parse_gpu_profile({**_profile_data()["json"], **change})
-
-
-def test_transfer_curve_needs_two_points() -> None:
-    with pytest.raises(ProfileError):
-        TransferCurve.from_points([[10, 1e-6]], "curve")
-
-
-SHIPPED = Path(__file__).resolve().parents[1] / "src/partition_lab/cost_models/profiles/h200_measured.json"
-
-
-def test_shipped_h200_profile_says_where_it_was_measured() -> None:
-    profile = load_gpu_profile()
-    for key in ("date", "gpu", "driver", "torch", "cuda", "cudnn", "host_cpu"):
-        assert profile.meta.get(key), key
-    assert "H200" in profile.meta["gpu"]
-    assert len(profile.ops["accel"]) > 100 and len(profile.ops["cpu"]) > 100
-    h2d = profile.transfers["h2d"]
-    assert 1e9 < h2d.bandwidth() < 1e11  # bytes/s of the largest copy: PCIe range
-    assert json.loads(SHIPPED.read_text())["executor_transfers"] == "pageable"

@@ -13,8 +13,6 @@ from partition_lab import synthetic, zoo
 from partition_lab.api import analyze
 from partition_lab.comparison import compare_plans
 from partition_lab.cost_models.base import evaluate
-from partition_lab.cost_models.measured import MeasuredCpuCostModel, op_signature
-from partition_lab.relay.measure import measure_cpu_ops
 
 # A relative slack for float sums taken in different orders.
 EPS = 1e-9
@@ -86,7 +84,7 @@ def test_simple_pose_cost_and_optimal_beat_greedy_and_match_the_hand_made_plan()
             assert all(plan.device_of(n) == "cpu" for n in region.nodes), strategy
 
 
-def test_fcn_breakdown_shows_the_resize_island_its_copies_and_measured_time() -> None:
+def test_fcn_breakdown_shows_the_resize_island_and_its_copies() -> None:
     mod, params = zoo.load("fcn_resnet101_ade")
     result = partition_lab.partition(mod, "neuron", params=params)
     resizes = [n.id for n in result.graph if n.op == "image.resize2d"]
@@ -96,15 +94,6 @@ def test_fcn_breakdown_shows_the_resize_island_its_copies_and_measured_time() ->
     assert island_costs and all(r.device == "cpu" and r.compute > 0 for r in island_costs)
     copies_in = [c for c in cost.cuts if set(c.consumers) & set(resizes)]
     assert len(copies_in) == 2 and all(c.src == "neuron" and c.dst == "cpu" for c in copies_in)
-    # Measured on this machine with TVM's llvm kernels: the cost model then uses those times.
-    table = measure_cpu_ops(result.relay, resizes)
-    measured = MeasuredCpuCostModel(result.cost_model, table)
-    assert measured.measured_nodes(result.graph) == resizes
-    with_measured = evaluate(result.plan, measured)
-    measured_island = sum(r.compute for r in with_measured.regions if r.region in islands)
-    expected = sum(table[op_signature(result.graph[n])] for n in resizes)
-    assert measured_island == pytest.approx(expected, rel=1e-9)
-    assert with_measured.total > cost.total  # TVM's resize kernels are far below the roofline
 
 
 def test_matmul_x100_on_a_neuroncore_is_within_25_percent_of_the_report() -> None:

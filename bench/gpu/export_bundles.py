@@ -13,9 +13,6 @@ one region, the whole graph on the GPU (the baseline a platform plan is compared
     # the zoo with another op-support pattern, every strategy and 8 variant plans:
     .venv/bin/python bench/gpu/export_bundles.py --out .gpu_bundle/p_neuron2020 \\
         --platform neuron@2020 --strategies all --variants 8
-    # plans again under the measured profile, from those bundles (no TVM needed):
-    .venv/bin/python bench/gpu/export_bundles.py --replan .gpu_bundle/platforms \\
-        --measured src/partition_lab/cost_models/profiles/h200_measured.json --out .gpu_bundle/m
 """
 
 from __future__ import annotations
@@ -48,17 +45,15 @@ MODELS = ("resnet50_v1_b32", "resnet50_v1", "bert_encoder", "matmul_fp16_x100", 
 
 
 def cost_model_for(args: argparse.Namespace) -> Any:
-    """The measured-profile model if ``--measured`` is given, else the platform's roofline
-    (on ``tensorcore`` the per-device H200 roofline)."""
-    if args.measured:
-        from partition_lab.cost_models.measured_gpu import MeasuredGpuCostModel
-
-        return MeasuredGpuCostModel(args.measured)
+    """The platform's roofline (on ``tensorcore`` the per-device H200 roofline). Plans from a
+    profile cache: ``bench/gpu/replan_profiled.py``."""
     from partition_lab.cost_models import get_cost_model
+    from partition_lab.targets import get_platform
 
+    platform = get_platform(args.platform)
     if args.platform == "tensorcore":
-        return get_cost_model(args.platform, accel_profile="h200")
-    return get_cost_model(args.platform)
+        return get_cost_model(platform, accel_profile="h200")
+    return get_cost_model(platform)
 
 
 def baseline_plan(graph: Any, support: Support) -> PartitionPlan:
@@ -174,7 +169,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True, help="folder for <model>.json.gz")
     parser.add_argument("--models", nargs="*", default=list(MODELS))
     parser.add_argument("--small", action="store_true", help="the zoo's small variants")
-    parser.add_argument("--measured", type=Path, help="plan with this measured GPU profile")
     parser.add_argument("--replan", type=Path, help="re-plan the bundles in this folder")
     parser.add_argument("--variants", type=int, default=0,
                         help="also this many hand-made plans per model with GPU regions")

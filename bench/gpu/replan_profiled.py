@@ -39,8 +39,9 @@ from typing import Any
 
 from partition_lab.comparison import compare_plans
 from partition_lab.cost_models.base import evaluate
-from partition_lab.cost_models.measured import op_signature
-from partition_lab.cost_models.profiled import ProfiledCostModel, read_profile_cache
+from partition_lab.cost_models.profile_cache import read_profile_cache
+from partition_lab.cost_models.profiled import ProfiledCostModel
+from partition_lab.cost_models.signatures import op_signature
 from partition_lab.executors.graph_io import Bundle, read_bundle, write_bundle
 from partition_lab.strategies.costing import CostTables
 from partition_lab.strategies.robust import plan_sigma

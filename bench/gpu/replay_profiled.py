@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from partition_lab.cost_models.base import evaluate
-from partition_lab.cost_models.profiled import ProfiledCostModel, read_profile_cache
+from partition_lab.cost_models.profile_cache import read_profile_cache
+from partition_lab.cost_models.profiled import ProfiledCostModel
 from partition_lab.executors.graph_io import read_bundle
 from partition_lab.strategies import get_strategy
 from partition_lab.strategies.costing import CostTables

@@ -15,7 +15,6 @@ from .jobs import (
     MODEL_HELP,
     Job,
     UsageError,
-    zoo_name,
     check_gate,
     gate_status,
     is_zoo_model,
@@ -28,6 +27,7 @@ from .jobs import (
     parse_strategies,
     resolve_job,
     run_partition_job,
+    zoo_name,
 )
 
 

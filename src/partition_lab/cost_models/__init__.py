@@ -2,39 +2,24 @@
 
 * :class:`RooflineCostModel`: analytic, from hardware profiles kept as TOML data files
   (:func:`load_profile`, :func:`available_profiles`), each number with its source.
-* :class:`MeasuredCpuCostModel`: CPU op times measured on this machine (cached as JSON by
-  :func:`save_measurements` / :func:`load_measurements`, keyed by :func:`op_signature`).
-* :class:`ProfiledCostModel`: op, copy and region times from a profile cache (measured where
-  measured, fitted elsewhere), each with an uncertainty; :func:`cache_from_measured_gpu`
-  converts the old two-kind H200 profile to that cache format.
-* :func:`get_cost_model`: the default model of a target.
+* :class:`ProfiledCostModel`: op, copy and region times from a profile cache
+  (:func:`read_profile_cache`; measured where measured, fitted elsewhere), each with an
+  uncertainty; ops are keyed by :func:`op_signature`.
+* :func:`get_cost_model`: the default model of a platform.
 * :func:`~.base.evaluate`: a plan's predicted time, per region and per cut.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from ..core.ops import op_class
-from ..errors import ProfileError
-from .base import CostBreakdown, CostModel, CutCost, RegionCost, evaluate, kind_of
-from .measured import (
-    MeasuredCpuCostModel,
-    Measurements,
-    load_measurements,
-    op_signature,
-    save_measurements,
-)
-from .profiled import (
-    CrossValidation,
-    ProfiledCostModel,
-    cache_from_measured_gpu,
-    node_from_signature,
-    read_profile_cache,
-    write_profile_cache,
-)
+from ..core.platform import Platform
+from .base import CostBreakdown, CostModel, CutCost, RegionCost, evaluate, require_platform
+from .crossval import CrossValidation
+from .profile_cache import read_profile_cache, write_profile_cache
+from .profiled import ProfiledCostModel
 from .profiles import (
     Figure,
     HardwareProfile,
@@ -42,88 +27,54 @@ from .profiles import (
     available_profiles,
     load_profile,
 )
-from .roofline import DeviceCost, OpEstimate, RooflineCostModel
+from .roofline import (
+    DEFAULT_CPU_PROFILE,
+    DeviceCost,
+    OpEstimate,
+    RooflineCostModel,
+    platform_roofline,
+)
+from .signatures import node_from_signature, op_signature
 
 __all__ = [
     "CostBreakdown", "CostModel", "CutCost", "DeviceCost", "Figure", "HardwareProfile", "LinkProfile",
-    "MeasuredCpuCostModel", "Measurements", "OpEstimate", "RegionCost", "RooflineCostModel",
-    "DEFAULT_CPU_PROFILE", "available_profiles", "evaluate", "get_cost_model", "kind_of",
-    "load_measurements", "load_profile", "op_class", "op_signature", "save_measurements",
-    "CrossValidation", "ProfiledCostModel", "cache_from_measured_gpu", "node_from_signature",
-    "read_profile_cache", "write_profile_cache",
+    "OpEstimate", "RegionCost", "RooflineCostModel", "DEFAULT_CPU_PROFILE", "available_profiles",
+    "evaluate", "get_cost_model", "load_profile", "op_class", "op_signature", "CrossValidation",
+    "ProfiledCostModel", "node_from_signature", "read_profile_cache", "write_profile_cache",
 ]
 
-#: The host CPU of the field reports; the default pairing for every accelerator.
-DEFAULT_CPU_PROFILE = "xeon_gold_6130"
-
-#: Accelerator profile per target family, for targets that do not name one themselves.
-#: Inf1's host link generation is not published; ``inferentia1.toml`` assumes PCIe Gen3 x16.
-_FAMILY_PROFILES = {"tensorcore": "t4", "cuda": "t4", "neuron": "inferentia1"}
-
-
 def get_cost_model(
-    spec: Any = None,
+    platform: Platform,
     *,
     accel_profile: str | Path | HardwareProfile | None = None,
     cpu_profile: str | Path | HardwareProfile | None = None,
-    measured_cpu: str | Path | Mapping[str, float] | Measurements | None = None,
     profile: Any = None,
 ) -> CostModel:
     """The cost model for a platform: a roofline per device over its default profiles.
 
     Parameters
     ----------
-    spec:
-        A :class:`~partition_lab.core.platform.Platform`, a target/platform name or file, a
-        :class:`~partition_lab.targets.TargetSpec`, or None (tensorcore). Each accelerator
-        device is priced with ``accel_profile``, else its own ``profile``, else by family:
-        ``tensorcore``/``cuda`` -> ``t4``, ``neuron*`` -> ``inferentia1``. The host uses
-        ``cpu_profile``. Any other device raises :class:`ProfileError` unless ``accel_profile``
-        is given.
+    platform:
+        A :class:`~partition_lab.core.platform.Platform` (anything else is a ``TypeError``:
+        build the platform first). Each accelerator device is priced with ``accel_profile``,
+        else its own ``profile``, else by family: ``tensorcore``/``cuda`` -> ``t4``,
+        ``neuron*`` -> ``inferentia1``. The host uses ``cpu_profile``. Any other device raises
+        :class:`ProfileError` unless ``accel_profile`` is given.
     cpu_profile:
         Host profile; default the platform host's ``profile``, else ``xeon_gold_6130`` (the
         field reports' CPU).
-    measured_cpu:
-        A measurement table (or a cache file) to replace the CPU estimates of measured ops.
     profile:
         A profile cache (path, decoded JSON or ``ProfileCache``): returns a
         :class:`ProfiledCostModel` over it, with the model built from the other arguments as
         its fallback for devices the cache does not bind.
 
-    >>> get_cost_model("neuron@2020").name
+    >>> from partition_lab.targets import get_platform
+    >>> get_cost_model(get_platform("neuron@2020")).name
     'roofline(neuron@2020=inferentia1 + cpu=xeon_gold_6130 over PCIe Gen3 x16 (assumed))'
     """
-    from ..core.platform import Platform
-
-    if not isinstance(spec, Platform):
-        raise TypeError(f"get_cost_model needs a Platform, not {type(spec).__name__}")
-    platform = spec
-    cpu = _profile(cpu_profile or platform.host.profile or DEFAULT_CPU_PROFILE)
-    profiles = {d.name: _profile(accel_profile or _default_accel_profile(d, platform.name))
-                for d in platform.accelerators}
-    links = {lk.memories: _profile(lk.profile).host_link for lk in platform.links
-             if lk.profile and _profile(lk.profile).host_link}
-    model: CostModel = RooflineCostModel.for_platform(platform, profiles, cpu, links or None)
-    if measured_cpu is not None:
-        table = (load_measurements(measured_cpu) if isinstance(measured_cpu, (str, Path))
-                 else measured_cpu)
-        model = MeasuredCpuCostModel(model, table)
+    require_platform(platform, "get_cost_model")
+    model: CostModel = platform_roofline(platform, accel_profile=accel_profile,
+                                         cpu_profile=cpu_profile)
     if profile is not None:
         model = ProfiledCostModel(profile, platform, fallback=model)
     return model
-
-
-def _default_accel_profile(device: Any, platform: str) -> str:
-    if device.profile:
-        return str(device.profile)
-    for name in (device.name, platform):
-        family = name.split("@", 1)[0]
-        if family in _FAMILY_PROFILES:
-            return _FAMILY_PROFILES[family]
-    raise ProfileError(
-        f"device {device.name!r} of {platform!r} names no hardware profile; pass "
-        f"accel_profile= one of {', '.join(available_profiles())} (or a .toml path)")
-
-
-def _profile(value: str | Path | HardwareProfile) -> HardwareProfile:
-    return value if isinstance(value, HardwareProfile) else load_profile(value)

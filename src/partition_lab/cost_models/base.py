@@ -11,22 +11,18 @@ A cost model answers three questions about devices of a platform, named as in th
 :func:`evaluate` turns those into an explained total for a plan: time per region, per cut and
 overall. A tensor that leaves its domain is paid once per destination domain, however many
 consumers it has there; graph inputs start on the host and graph outputs end there.
-
-Models that only distinguish the host from "the accelerator" (measured tables keyed by
-``"cpu"``/``"accel"``) map device names with :func:`kind_of`.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ..core.graph import OpNode
+from ..core.platform import Platform
 
 if TYPE_CHECKING:
     from ..core.plan import PartitionPlan
-
-DeviceKind = Literal["cpu", "accel"]
 
 
 @runtime_checkable
@@ -124,9 +120,14 @@ class CostBreakdown:
         }
 
 
-def kind_of(device: str) -> DeviceKind:
-    """``"cpu"`` for the host, ``"accel"`` for every other device (two-kind models)."""
-    return "cpu" if device == "cpu" else "accel"
+def require_platform(platform: Any, who: str) -> Platform:
+    """``platform`` if it is a :class:`~partition_lab.core.platform.Platform`; a TypeError
+    naming ``who`` otherwise (cost models take platforms, not names, files or target specs)."""
+    if not isinstance(platform, Platform):
+        raise TypeError(f"{who} takes a Platform (partition_lab.core.platform.Platform), got "
+                        f"{type(platform).__name__} {platform!r}; build the platform first "
+                        "(e.g. get_platform(name))")
+    return platform
 
 
 def evaluate(plan: PartitionPlan, model: CostModel) -> CostBreakdown:

@@ -43,7 +43,6 @@ from typing import Any
 from ..errors import ProfileError
 
 SCHEMA = "partition_lab.profile/1"
-OP_CLASSES = ("matrix", "vector", "data")
 _REQUIRED = ("matrix_flops", "vector_flops", "memory_bandwidth", "matrix_efficiency",
              "vector_efficiency", "data_efficiency", "op_overhead", "region_overhead")
 _OPTIONAL = ("float_bytes",)

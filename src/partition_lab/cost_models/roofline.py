@@ -13,12 +13,14 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from ..core.graph import DTYPE_BYTES, OpNode
 from ..core.ops import op_class
-from ..core.platform import AS_PREPARED, HOST_MEMORY
-from .profiles import NO_LINK, HardwareProfile, LinkProfile
+from ..core.platform import AS_PREPARED, HOST_MEMORY, Platform
+from ..errors import ProfileError
+from .profiles import NO_LINK, HardwareProfile, LinkProfile, available_profiles, load_profile
 
 
 @dataclass(frozen=True)
@@ -184,11 +186,10 @@ class RooflineCostModel:
 
     # ------------------------------------------------------------------ uncertainty
     #: Relative error (log-space standard deviation) of an unmeasured roofline figure. An
-    #: assumption, not a fit: on the H200 the roofline's per-plan predictions were off by 2-4x
-    #: (no fusion in the executor; host kernels that neither vectorise nor hit bandwidth), and
-    #: unmeasured host ops 2.5-6x (issue 11). A factor of 2 per op (log 2 = 0.69) is the
-    #: narrowest spread those figures allow; copies follow a datasheet link (30%), launch
-    #: overheads are stated assumptions in the profiles (50%).
+    #: assumption, not a fit: a factor of 2 per op (log 2 = 0.69), the narrowest spread the
+    #: measured GPU runs allow (the roofline misses fusion and unvectorised host kernels);
+    #: copies follow a datasheet link (30%), launch overheads are stated assumptions in the
+    #: profiles (50%).
     SIGMA_OP = 0.69
     SIGMA_TRANSFER = 0.3
     SIGMA_OVERHEAD = 0.5
@@ -259,3 +260,42 @@ def _bytes_from_split(split: tuple[float, float], float_bytes: float | None) -> 
     """Bytes moved on a device that may store float32 in a narrower type (``float_bytes``)."""
     f32, other = split
     return f32 * (4 if float_bytes is None else min(4, float_bytes)) + other
+
+
+#: The host CPU of the field reports; the default pairing for every accelerator.
+DEFAULT_CPU_PROFILE = "xeon_gold_6130"
+
+#: Accelerator profile per target family, for targets that do not name one themselves.
+#: Inf1's host link generation is not published; ``inferentia1.toml`` assumes PCIe Gen3 x16.
+_FAMILY_PROFILES = {"tensorcore": "t4", "cuda": "t4", "neuron": "inferentia1"}
+
+
+def platform_roofline(platform: Platform, *,
+                      accel_profile: str | Path | HardwareProfile | None = None,
+                      cpu_profile: str | Path | HardwareProfile | None = None) -> RooflineCostModel:
+    """The roofline of ``platform``: each accelerator priced with ``accel_profile``, else its
+    own ``profile``, else by family (``tensorcore``/``cuda`` -> ``t4``, ``neuron*`` ->
+    ``inferentia1``); the host with ``cpu_profile``, else its own, else the field reports' CPU.
+    """
+    cpu = _profile(cpu_profile or platform.host.profile or DEFAULT_CPU_PROFILE)
+    profiles = {d.name: _profile(accel_profile or _default_accel_profile(d, platform.name))
+                for d in platform.accelerators}
+    links = {lk.memories: _profile(lk.profile).host_link for lk in platform.links
+             if lk.profile and _profile(lk.profile).host_link}
+    return RooflineCostModel.for_platform(platform, profiles, cpu, links or None)
+
+
+def _default_accel_profile(device: Any, platform: str) -> str:
+    if device.profile:
+        return str(device.profile)
+    for name in (device.name, platform):
+        family = name.split("@", 1)[0]
+        if family in _FAMILY_PROFILES:
+            return _FAMILY_PROFILES[family]
+    raise ProfileError(
+        f"device {device.name!r} of {platform!r} names no hardware profile; pass "
+        f"accel_profile= one of {', '.join(available_profiles())} (or a .toml path)")
+
+
+def _profile(value: str | Path | HardwareProfile) -> HardwareProfile:
+    return value if isinstance(value, HardwareProfile) else load_profile(value)

@@ -1,35 +1,9 @@
-"""The profile cache: measured op times, copy curves and overheads per device, in one JSON file.
+"""The profile cache as objects: load, validate every field, merge, save under a lock.
 
-Schema ``partition_lab.profile_cache/1``::
-
-    {"schema": "partition_lab.profile_cache/1",
-     "devices": {
-       "<device_key>": {                 # e.g. "torch-cuda|NVIDIA H200|torch 2.11.0+cu130|cudnn 91900"
-         "runner": "torch" | "tvm-llvm" | "tvm-rpc",
-         "kind": "cuda" | "cpu",         # what executes
-         "name": str,                    # GPU/CPU model name (the RPC key for remote boards)
-         "software": {str: str},         # versions that change timings (torch, cuda, tvm, ...)
-         "ops": {"<op_signature>": {
-             "median_s", "p10_s", "p90_s": float, "runs": int,
-             "op": str, "class": "matrix"|"vector"|"data", "flops": float, "bytes": float,
-             "dtype": str, "models": [str], "measured_at": str}},   # ISO date-time (UTC)
-         "copies": {"<src_memory>-><dst_memory>": [[nbytes, seconds], ...]},
-         "overheads": {"region_s": float, "per_op_s": float, "island_wakeup_s": float}}},
-     "bindings": {"<platform name>": {"<platform device>": "<device_key>"}}}
-
-Whole-graph runs (``profile(..., graphs=True)``, the default for runners that can run graphs):
-each op record may hold ``"in_graph_s": {model: seconds}``, the op's median slot inside that
-model's graph run on this device (:class:`~partition_lab.profiling.runners.GraphTiming`), and
-the entry ``"graphs": {"<model>|<platform>": {"model", "platform", "device", "total_s",
-"outside_s", "ops", "runs", "measured_at", "inputs_bytes", "outputs_bytes"}}``, the runs
-themselves (``outside_s``: the part outside the ops, mostly the copies of the graph's inputs
-and outputs, whose sizes follow). Kept per model, so that a model can be left out of a fit
-(leave-one-model-out).
-
-Beyond the spec, written where measured (readers use the keys they know): ``overheads.op_floor_s``
-(the host time per op of a chain of tiny ops, a floor for queued GPU launches), and copy curves
-keyed by domain, ``"<memory>:<precision>-><memory>:<precision>"``, for crossings between
-precisions (the float32 host of ``tensorcore``): the copy+cast as the executor makes it.
+The file format (schema ``partition_lab.profile_cache/1``), its reader and its writer live in
+:mod:`partition_lab.cost_models.profile_cache`; here each device entry and op record becomes a
+:class:`DeviceEntry` / :class:`OpStats`, checked field by field, with lookups and per-platform
+device bindings.
 
 Merging (:meth:`ProfileCache.merge`): an op signature measured again replaces the old entry only
 if it has more runs or is newer, and the ``models`` lists are unioned either way; a copy curve
@@ -42,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime
-import json
 import math
 import os
 from collections.abc import Iterator, Mapping
@@ -50,13 +23,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .._io import write_json_atomic
+from ..core.ops import OP_CLASSES
+from ..cost_models.profile_cache import SCHEMA, read_json_file, write_profile_cache
 from ..errors import ProfileError
 
-SCHEMA = "partition_lab.profile_cache/1"
 RUNNERS = ("torch", "tvm-llvm", "tvm-rpc")
 KINDS = ("cuda", "cpu")
-OP_CLASSES = ("matrix", "vector", "data")
 OVERHEAD_KEYS = ("region_s", "per_op_s", "island_wakeup_s")
 
 
@@ -242,15 +214,9 @@ class ProfileCache:
             entry is malformed (the message names the entry and the field).
         """
         path = Path(path)
-        if not path.is_file():
-            if missing_ok and not path.exists():
-                return cls()
-            raise ProfileError(f"profile cache {path} does not exist")
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as err:
-            raise ProfileError(f"profile cache {path} is not valid JSON: {err}") from None
-        return cls.from_dict(data, str(path))
+        if missing_ok and not path.exists():
+            return cls()
+        return cls.from_dict(read_json_file(path, "profile cache"), str(path))
 
     @classmethod
     def from_dict(cls, data: Any, where: str = "profile cache") -> ProfileCache:
@@ -298,7 +264,7 @@ class ProfileCache:
                 on_disk = ProfileCache.load(path)
                 on_disk.merge(self)
                 self._adopt(on_disk)
-            write_json_atomic(path, self.to_dict())
+            write_profile_cache(path, self.to_dict())
         return path
 
     def _adopt(self, merged: ProfileCache) -> None:

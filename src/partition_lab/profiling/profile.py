@@ -399,7 +399,7 @@ def signatures_per_device(graph: OpGraph, support: Support,
     Without ``plans``: every node on every device that supports it. With ``plans``: the
     device each plan puts each node on (the union over the plans).
     """
-    from ..cost_models.measured import op_signature
+    from ..cost_models.signatures import op_signature
 
     platform = support.platform
     found: dict[str, dict[str, tuple[OpNode, Sequence[Any] | None]]] = {

@@ -323,7 +323,7 @@ class TorchRunner(Runner):
         (at least 3) once ``max_seconds`` (default the runner's ``graph_s``) have passed, and
         past ``deadline`` (at least one).
         """
-        from ..cost_models.measured import op_signature
+        from ..cost_models.signatures import op_signature
         from ..executors.torch_exec import PlanExecutor
         from ..executors.weights import sample_inputs, synthetic_weights
 

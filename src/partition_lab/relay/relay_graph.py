@@ -14,7 +14,6 @@ attributes and span in one ``tvm.ir.save_json`` of an array of those objects, de
 from __future__ import annotations
 
 import json
-import math
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ from tvm import relay
 
 from .._audience import shapes_hint
 from ..core.graph import OpGraph, OpNode, TensorType
+from ..core.ops import estimate_flops
 from ..errors import InputShapeError, PartitionLabError
 
 TensorRef = tuple[int, int]  # (node id, output index)
@@ -458,43 +458,3 @@ def _unique_names(parts: list[tuple[str, str | None]]) -> list[str]:
         taken[candidate] += 1
         names.append(candidate if taken[candidate] == 1 else f"{candidate}#{taken[candidate]}")
     return names
-
-
-def _axis_size(shape: tuple[int, ...], layout: str, axis: str) -> int:
-    if layout and len(layout) == len(shape) and axis in layout:
-        return shape[layout.index(axis)]
-    return shape[1] if len(shape) > 1 else 1
-
-
-_ELEMENTWISE_COST = {"nn.batch_norm": 4, "nn.softmax": 5, "nn.log_softmax": 5, "nn.layer_norm": 8,
-                     "erf": 8, "exp": 4, "sigmoid": 4, "tanh": 4, "image.resize2d": 8}
-
-
-def estimate_flops(op: str, args: tuple[TensorType, ...], outputs: tuple[TensorType, ...],
-                   attrs: Mapping[str, Any]) -> float:
-    """FLOPs of one call (a multiply-add counts 2). Ops that only move data count 0."""
-    out_numel = sum(t.numel for t in outputs)
-    if op in ("nn.conv2d", "nn.conv1d", "nn.conv3d") and len(args) >= 2:
-        layout = attrs.get("out_layout") or attrs.get("data_layout") or ""
-        out_channels = _axis_size(outputs[0].shape, layout, "C")
-        return 2.0 * outputs[0].numel * args[1].numel / max(out_channels, 1)
-    if op.startswith("nn.conv") and op.endswith("_transpose") and len(args) >= 2:
-        in_channels = _axis_size(args[0].shape, attrs.get("data_layout", ""), "C")
-        return 2.0 * args[0].numel * args[1].numel / max(in_channels, 1)
-    if op in ("nn.dense", "nn.matmul") and len(args) >= 2:
-        k = args[0].shape[-1] if not attrs.get("transpose_a") else args[0].shape[-2]
-        return 2.0 * outputs[0].numel * k
-    if op == "nn.batch_matmul" and len(args) >= 2:
-        k = args[0].shape[-2] if attrs.get("transpose_a") else args[0].shape[-1]
-        return 2.0 * outputs[0].numel * k
-    if op.endswith("pool2d") and "global" not in op:
-        window = math.prod(attrs.get("pool_size", (1, 1)))
-        return float(out_numel * window)
-    if op.startswith("nn.global") or op in ("sum", "mean", "max", "min", "nn.adaptive_avg_pool2d"):
-        return float(sum(a.numel for a in args[:1]))
-    if op in ("reshape", "transpose", "squeeze", "expand_dims", "nn.batch_flatten", "concatenate",
-              "split", "strided_slice", "layout_transform", "copy", "nn.dropout", "reverse_reshape",
-              "take", "stack", "tile", "repeat", "cast", "nn.pad", "broadcast_to"):
-        return 0.0
-    # Elementwise-like: the first output is the result (batch_norm also returns mean/var).
-    return float(outputs[0].numel * _ELEMENTWISE_COST.get(op, 1)) if outputs else 0.0

@@ -1,0 +1,101 @@
+"""The profile cache file: its schema name, reader and writer.
+
+One JSON file of measured op times, copy curves and overheads per device, schema
+``partition_lab.profile_cache/1``::
+
+    {"schema": "partition_lab.profile_cache/1",
+     "devices": {
+       "<device_key>": {                 # e.g. "torch-cuda|NVIDIA H200|torch 2.11.0+cu130|cudnn 91900"
+         "runner": "torch" | "tvm-llvm" | "tvm-rpc",
+         "kind": "cuda" | "cpu",         # what executes
+         "name": str,                    # GPU/CPU model name (the RPC key for remote boards)
+         "software": {str: str},         # versions that change timings (torch, cuda, tvm, ...)
+         "ops": {"<op_signature>": {
+             "median_s", "p10_s", "p90_s": float, "runs": int,
+             "op": str, "class": "matrix"|"vector"|"data", "flops": float, "bytes": float,
+             "dtype": str, "models": [str], "measured_at": str}},   # ISO date-time (UTC)
+         "copies": {"<src_memory>-><dst_memory>": [[nbytes, seconds], ...]},
+         "overheads": {"region_s": float, "per_op_s": float, "island_wakeup_s": float}}},
+     "bindings": {"<platform name>": {"<platform device>": "<device_key>"}}}
+
+Op keys are :func:`~.signatures.op_signature` texts. Whole-graph runs (``profile(...,
+graphs=True)``, the default for runners that can run graphs): each op record may hold
+``"in_graph_s": {model: seconds}``, the op's median slot inside that model's graph run on this
+device (:class:`~partition_lab.profiling.runners.GraphTiming`), and the entry ``"graphs":
+{"<model>|<platform>": {"model", "platform", "device", "total_s", "outside_s", "ops", "runs",
+"measured_at", "inputs_bytes", "outputs_bytes"}}``, the runs themselves (``outside_s``: the
+part outside the ops, mostly the copies of the graph's inputs and outputs, whose sizes follow).
+Kept per model, so that a model can be left out of a fit (leave-one-model-out).
+
+Beyond the spec, written where measured (readers use the keys they know): ``overheads.op_floor_s``
+(the host time per op of a chain of tiny ops, a floor for queued GPU launches), and copy curves
+keyed by domain, ``"<memory>:<precision>-><memory>:<precision>"``, for crossings between
+precisions (the float32 host of ``tensorcore``): the copy+cast as the executor makes it.
+
+:func:`read_profile_cache` checks what pricing needs (schema, devices, a positive median per
+op); :class:`~partition_lab.profiling.cache.ProfileCache` validates every field, merges and
+saves under a lock through :func:`read_json_file` and :func:`write_profile_cache`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from .._io import write_json_atomic
+from ..errors import ProfileError
+
+SCHEMA = "partition_lab.profile_cache/1"
+
+
+def read_json_file(path: Path, what: str) -> Any:
+    """The parsed JSON of ``path``; ProfileError naming ``what`` if it is missing or not JSON."""
+    if not path.is_file():
+        raise ProfileError(f"{what} {path} does not exist")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ProfileError(f"{what} {path} is not valid JSON: {err}") from None
+
+
+def read_profile_cache(source: str | Path | Mapping[str, Any] | Any) -> dict[str, Any]:
+    """The decoded cache: from a path, a mapping, or an object with ``to_dict()``/``data``.
+
+    Raises
+    ------
+    ProfileError
+        If the file is missing or not JSON, the schema differs, or an op entry has no positive
+        ``median_s``.
+    """
+    if isinstance(source, (str, Path)):
+        data = read_json_file(Path(source), "profile cache")
+        where = str(source)
+    elif isinstance(source, Mapping):
+        data, where = source, "profile cache"
+    elif hasattr(source, "to_dict"):
+        data, where = source.to_dict(), "profile cache"
+    elif isinstance(getattr(source, "data", None), Mapping):
+        data, where = source.data, "profile cache"
+    else:
+        raise ProfileError(f"a profile cache must be a path or a mapping, got {type(source)}")
+    if not isinstance(data, Mapping) or data.get("schema") != SCHEMA:
+        raise ProfileError(f"{where}: 'schema' must be {SCHEMA!r}")
+    devices = data.get("devices")
+    if not isinstance(devices, Mapping):
+        raise ProfileError(f"{where}: 'devices' must be an object")
+    for key, entry in devices.items():
+        for sig, rec in dict(entry.get("ops", {})).items():
+            median = rec.get("median_s") if isinstance(rec, Mapping) else None
+            if isinstance(median, bool) or not isinstance(median, (int, float)) or not (
+                    math.isfinite(median) and median > 0):
+                raise ProfileError(f"{where}: devices[{key!r}].ops[{sig!r}] needs a positive "
+                                   f"'median_s', got {median!r}")
+    return dict(data)
+
+
+def write_profile_cache(path: str | Path, cache: Mapping[str, Any]) -> Path:
+    """Write ``cache`` as JSON atomically (a temporary file, then a rename)."""
+    return write_json_atomic(path, cache)
