@@ -23,10 +23,10 @@ from typing import Any
 from partition_lab.core.graph import OpGraph, OpNode
 from partition_lab.core.ops import op_class
 from partition_lab.core.platform import Platform
-from partition_lab.targets import get_platform
 from partition_lab.cost_models.profile_cache import SCHEMA, read_json_file, write_profile_cache
 from partition_lab.cost_models.signatures import node_from_signature, op_signature
 from partition_lab.errors import ProfileError
+from partition_lab.targets import get_platform
 
 OLD_SCHEMA = "partition_lab.gpu_profile/1"
 #: The H200 profile of the first GPU run (driver 580.159.04, torch 2.11+cu130, cuDNN 91900).
