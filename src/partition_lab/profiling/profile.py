@@ -35,11 +35,10 @@ from ..core.ops import op_class
 from ..core.plan import PartitionPlan
 from ..core.platform import Platform
 from ..core.support import Support
-from ..errors import PartitionLabError, ProfileError
+from ..errors import ProfileError
+from .binding import bind_runners, parse_tracker, runner_notes
 from .cache import OVERHEAD_KEYS, DeviceEntry, OpStats, ProfileCache, default_cache_path, now_iso
 from .runners import Runner, Timing
-
-RUNNER_NAMES = ("torch", "tvm-llvm", "tvm-rpc")
 
 StepFn = Callable[[str, int, int], None]
 """``progress(what, done, total)``: called as each op is timed and at each phase."""
@@ -197,8 +196,8 @@ def profile(
     start = time.perf_counter()
     model = _resolve_model(model_or_bundle, platform, params, input_shapes, **target_options)
     label = name or model.graph.name or _stem(model_or_bundle) or "model"
-    runners = _bind_runners(model.platform, runner, device, tracker, key, runner_options or {})
-    notes = _runner_notes(model.platform, runners)
+    runners = bind_runners(model.platform, runner, device, tracker, key, runner_options or {})
+    notes = runner_notes(model.platform, runners)
     wanted, selection = _wanted(model, strategies)
 
     path: Path | None
@@ -547,90 +546,6 @@ def _from_relay(mod: Any, platform: Any, params: Mapping[str, Any] | None,
 
     return _Model(analysis.graph, bindings_from_relay(analysis.relay), analysis.support,
                   analysis.platform, {}, run)
-
-
-# ---------------------------------------------------------------------------- runners
-def _bind_runners(platform: Platform, runner: Any, device: str | None, tracker: str | None,
-                  key: str | None, options: Mapping[str, Any]) -> dict[str, Runner]:
-    """``{platform device: Runner}``; one runner object per distinct configuration."""
-    if isinstance(runner, Runner):
-        return dict.fromkeys(platform.names, runner)
-    if isinstance(runner, Mapping):
-        missing = [d for d in platform.names if d not in runner]
-        unknown = sorted(set(runner) - set(platform.names))
-        if missing or unknown:
-            raise ProfileError(f"the runner mapping must name every device of {platform.name} "
-                               f"({', '.join(platform.names)}): missing {missing}, "
-                               f"unknown {unknown}")
-        return dict(runner)
-    if runner not in RUNNER_NAMES:
-        raise ProfileError(f"unknown runner {runner!r}; choose one of {', '.join(RUNNER_NAMES)}")
-    if device is not None and runner != "torch":
-        raise ProfileError(f"--device applies to the torch runner, not {runner}")
-    if runner != "tvm-rpc" and (tracker or key):
-        raise ProfileError("--tracker and --key apply to the tvm-rpc runner")
-    made: dict[tuple[Any, ...], Runner] = {}
-    bound: dict[str, Runner] = {}
-    if runner == "torch":
-        from .runners import TorchRunner
-
-        accel = device or _default_torch_device()
-        for d in platform.devices:
-            where = "cpu" if d.memory == platform.host.memory else accel
-            config = (where, d.precision if where != "cpu" else "as-prepared")
-            if config not in made:
-                made[config] = TorchRunner(where, precision=config[1], **options)
-            bound[d.name] = made[config]
-        return bound
-    if runner == "tvm-llvm":
-        from .tvm_runners import TvmLlvmRunner
-
-        for d in platform.devices:
-            if d.precision not in made:
-                made[d.precision] = TvmLlvmRunner(precision=d.precision, **options)
-            bound[d.name] = made[d.precision]
-        return bound
-    from .tvm_runners import TvmRpcRunner
-
-    host, port = parse_tracker(tracker)
-    if not key:
-        raise ProfileError("the tvm-rpc runner needs --key (the device key the boards "
-                           "registered with the tracker)")
-    for d in platform.devices:
-        if d.precision not in made:
-            made[d.precision] = TvmRpcRunner(host, port, key, precision=d.precision, **options)
-        bound[d.name] = made[d.precision]
-    return bound
-
-
-def parse_tracker(text: str | None) -> tuple[str, int]:
-    """``"host:port"`` -> ``(host, port)``; ProfileError if missing or malformed."""
-    if not text:
-        raise ProfileError("the tvm-rpc runner needs --tracker HOST:PORT (the TVM RPC tracker)")
-    host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ProfileError(f"bad --tracker {text!r}: expected HOST:PORT, e.g. 127.0.0.1:9190")
-    return host, int(port)
-
-
-def _default_torch_device() -> str:
-    try:
-        import torch
-    except ImportError:
-        raise PartitionLabError("the torch runner needs PyTorch (pip install "
-                                "'partition-lab[torch]'), or use --runner tvm-llvm") from None
-    return "cuda:0" if torch.cuda.is_available() else "cpu"
-
-
-def _runner_notes(platform: Platform, runners: Mapping[str, Runner]) -> list[str]:
-    host_memory = platform.host.memory
-    stand_in = [d.name for d in platform.devices if d.memory != host_memory
-                and getattr(runners[d.name], "kind", "cpu") == "cpu"]
-    if not stand_in:
-        return []
-    return [f"{', '.join(stand_in)} timed on a CPU ({runners[stand_in[0]].runner} runner), a "
-            "stand-in for that hardware" + (" (no CUDA device asked for or seen)"
-                                            if runners[stand_in[0]].runner == "torch" else "")]
 
 
 __all__ = ["EntryReport", "ProfileResult", "is_bundle_path", "parse_tracker", "profile",
