@@ -25,7 +25,6 @@ from typing import Any
 from partition_lab.executors.graph_io import read_bundle
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling bench scripts
-from report import write_report  # noqa: E402
 
 WITHIN = 0.10  #: a batch-1 tensorcore plan must run within 10% of the unpartitioned graph
 STRATEGIES = ("greedy", "cost", "optimal")
@@ -372,6 +371,18 @@ def main(argv: list[str] | None = None) -> int:
                    args.command, args.note, args.device_time)
     write_report(args.out, report, markdown(report))
     return 0
+
+
+def write_report(out: Path, report: dict[str, Any], text: str) -> None:
+    """``out``.json (non-finite floats as null) and ``out``.md, and the markdown on stdout."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".json").write_text(json.dumps(report, indent=1, default=_finite))
+    out.with_suffix(".md").write_text(text)
+    print(text)
+
+
+def _finite(value: Any) -> Any:
+    return None if isinstance(value, float) and not math.isfinite(value) else str(value)
 
 
 if __name__ == "__main__":
