@@ -810,9 +810,9 @@ def test_an_interrupt_a_library_swallowed_still_stops_the_command(tmp_path, monk
                                                                    capsys):
     """A KeyboardInterrupt caught inside a library (TVM turns it into its own error) must not
     let the command go on to replace its output."""
-    from partition_lab import cli
+    from partition_lab.cli import commands
 
-    real = cli.run_partition_job
+    real = commands.run_partition_job
 
     def swallowing(job, args):
         try:
@@ -822,7 +822,7 @@ def test_an_interrupt_a_library_swallowed_still_stops_the_command(tmp_path, monk
             pass  # what an `except BaseException` in a library does
         return real(job, args)
 
-    monkeypatch.setattr(cli, "run_partition_job", swallowing)
+    monkeypatch.setattr(commands, "run_partition_job", swallowing)
     model = tiny_onnx(tmp_path)
     (tmp_path / "plan.json").write_text("old\n")
     code = main(["partition", str(model), "-o", str(tmp_path / "plan.json")])

@@ -87,7 +87,3 @@ def one_line(exc: BaseException) -> str:
     if isinstance(exc, PartitionLabError):
         return text
     return f"{type(exc).__name__}: {text} (rerun with --debug for the traceback)"
-
-
-if __name__ == "__main__":
-    sys.exit(main())
