@@ -4,7 +4,7 @@ The GPU machine has PyTorch but no TVM, so everything the executor there needs i
 here as plain JSON: the graph (ops, attributes, tensor types, edges), how each call argument
 binds to a tensor or a weight (:class:`ArgRef`), the plans of several strategies and free-form
 metadata (predicted times...). Weights are not exported: both sides generate them from the
-shapes and a seed (:func:`partition_lab.executors.torch_exec.synthetic_weights`), or take them from the
+shapes and a seed (:func:`partition_lab.executors.weights.synthetic_weights`), or take them from the
 Relay module here (:func:`weights_from_relay`).
 
 A bundle file (schema ``partition_lab.bundle/2``, gzip-compressed JSON)::
