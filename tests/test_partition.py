@@ -14,8 +14,10 @@ import partition_lab
 from partition_lab import synthetic, zoo
 from partition_lab.api import analyze, bind_params
 from partition_lab.core.support import Verdict
-from partition_lab.errors import ExclusionError, UnknownTargetError
+from partition_lab.errors import ExclusionError, PartitionLabError, UnknownTargetError
 from partition_lab.relay.passes import (
+    LEGACY_PLAN_ATTR,
+    PLAN_ATTR,
     AnnotateSupport,
     FormRegions,
     OutlineRegions,
@@ -120,6 +122,40 @@ def test_passes_compose_with_tvm_sequential() -> None:
     direct = partition_lab.partition(mod, "neuron@2020", params=params)
     assert len(_compiler_functions(partitioned)) == len(direct.plan.accelerator_regions) > 1
     assert tvm.ir.structural_equal(partitioned, direct.mod, map_free_vars=True)
+
+
+def test_the_plan_attribute_is_written_under_one_key_and_read_under_both() -> None:
+    """FormRegions writes ``partition_lab.plan``; OutlineRegions also reads the key a release
+    wrote by mistake (``partition_lab.core.plan``), and gives the same module from it."""
+    mod, params = zoo.load("simple_pose_resnet152_v1b", small=True)
+    platform = get_platform("neuron@2020")
+    prepare = tvm.transform.Sequential([PrepareForTarget(platform), AnnotateSupport(platform),
+                                        FormRegions("greedy")])
+    with tvm.transform.PassContext(opt_level=3):
+        planned = prepare(bind_params(mod, params))
+    keys = set(planned.attrs.keys())
+    assert PLAN_ATTR == "partition_lab.plan" and PLAN_ATTR in keys and LEGACY_PLAN_ATTR not in keys
+    legacy = tvm.IRModule(planned.functions, attrs={
+        **{k: planned.attrs[k] for k in keys if k != PLAN_ATTR},
+        LEGACY_PLAN_ATTR: planned.attrs[PLAN_ATTR]})
+    assert PLAN_ATTR not in legacy.attrs.keys()
+    outlined = OutlineRegions()(planned)
+    assert tvm.ir.structural_equal(OutlineRegions()(legacy), outlined, map_free_vars=True)
+    assert len(_compiler_functions(outlined)) > 1
+    without = tvm.IRModule(planned.functions, attrs={k: planned.attrs[k] for k in keys
+                                                     if k != PLAN_ATTR})
+    with pytest.raises(PartitionLabError, match="needs the module attribute 'partition_lab.plan'"):
+        OutlineRegions()(without)
+
+
+def test_every_preparation_step_has_one_relay_implementation() -> None:
+    from partition_lab.core.platform import PREPARE_STEPS
+    from partition_lab.relay.passes.prepare import RELAY_PASSES, prepare_passes
+
+    assert set(RELAY_PASSES) == set(PREPARE_STEPS)
+    assert len(prepare_passes(list(PREPARE_STEPS))) == 2 * len(PREPARE_STEPS)  # + InferType each
+    with pytest.raises(PartitionLabError, match="unknown preparation step 'convert_layout:NCHW'"):
+        prepare_passes(["convert_layout:NCHW"])
 
 
 # ----------------------------------------------------------------------------- the stories
