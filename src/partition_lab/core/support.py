@@ -16,6 +16,7 @@ from ..errors import PartitionLabError
 
 if TYPE_CHECKING:
     from .graph import OpGraph, OpNode
+    from .patterns import Unit
     from .platform import Platform
 
 
@@ -50,7 +51,7 @@ class Target(Protocol):
 
     def check(self, node: OpNode) -> Verdict: ...
 
-    def check_graph(self, graph: OpGraph) -> list[Verdict]: ...
+    def check_graph(self, graph: OpGraph, units: Sequence[Unit] | None = None) -> list[Verdict]: ...
 
     def prepare_steps(self) -> tuple[str, ...]: ...
 
@@ -69,7 +70,7 @@ class AcceptsAll:
     def check(self, node: OpNode) -> Verdict:
         return Verdict(True, self.reason)
 
-    def check_graph(self, graph: OpGraph) -> list[Verdict]:
+    def check_graph(self, graph: OpGraph, units: Sequence[Unit] | None = None) -> list[Verdict]:
         return [self.check(node) for node in graph]
 
     def prepare_steps(self) -> tuple[str, ...]:
@@ -85,11 +86,14 @@ class Support:
     """Every (op, device) verdict of a platform: ``of(device)[node]``.
 
     The host supports every op. ``allowed(node)`` lists the device indices that support a node,
-    most preferred first (the platform's device order is its preference order).
+    most preferred first (the platform's device order is its preference order). ``units`` are
+    the pattern units found in the graph (:mod:`~.patterns`): strategies keep each on one device.
     """
 
-    def __init__(self, platform: Platform, verdicts: Mapping[str, Sequence[Verdict]]) -> None:
+    def __init__(self, platform: Platform, verdicts: Mapping[str, Sequence[Verdict]],
+                 units: Sequence[Unit] = ()) -> None:
         self.platform = platform
+        self.units: tuple[Unit, ...] = tuple(units)
         n = None
         table = []
         for device in platform.devices:
@@ -111,10 +115,11 @@ class Support:
                 raise PartitionLabError(f"node {v}: the host must support every op")
 
     @classmethod
-    def with_host(cls, platform: Platform, verdicts: Mapping[str, Sequence[Verdict]]) -> Support:
+    def with_host(cls, platform: Platform, verdicts: Mapping[str, Sequence[Verdict]],
+                  units: Sequence[Unit] = ()) -> Support:
         """Support from the accelerators' verdicts; the host's (every op) are filled in."""
         size = len(next(iter(verdicts.values()))) if verdicts else 0
-        return cls(platform, {**verdicts, platform.host.name: [host_verdict()] * size})
+        return cls(platform, {**verdicts, platform.host.name: [host_verdict()] * size}, units)
 
     def __len__(self) -> int:
         return self.size

@@ -218,10 +218,35 @@ def ms(seconds: float) -> str:
 # ---------------------------------------------------------------------------- plans
 def make_plan(strategy: Strategy, state: Assignment, regions: Sequence[Sequence[int]],
               notes: Iterable[str] = ()) -> PartitionPlan:
-    """The plan for ``state`` with its already-formed ``regions`` (``state.regions()``)."""
+    """The plan for ``state`` with its already-formed ``regions`` (``state.regions()``).
+
+    A pattern unit the strategy split over two devices is put whole on its output's device
+    first (and the regions formed again), with a note: a unit never straddles two devices.
+    """
+    notes = list(notes)
+    joined = keep_units_whole(state)
+    if joined:
+        regions = legalize(state)
+        notes.append(f"{strategy.name}: put {joined} pattern unit(s) it had split back on one "
+                     "device each (the device of the unit's output)")
     return PartitionPlan.from_devices(
         state.graph, state.support, strategy.name, state.devices(), state.reasons,
         _plain_options(strategy.options()), notes, groups=regions)
+
+
+def keep_units_whole(state: Assignment) -> int:
+    """Move every unit of ``state.support.units`` that straddles devices onto the device of
+    its output node (each member supports it: a unit's members share one verdict per device).
+    Returns how many units were moved."""
+    moved = 0
+    for unit in state.support.units:
+        device = state.device[unit.output]
+        split = [n for n in unit.nodes if state.device[n] != device]
+        if split and all(device in state.support.allowed(n) for n in split):
+            reason = state.reasons.get(unit.output)
+            state.move(split, device, reason)
+            moved += 1
+    return moved
 
 
 def _plain_options(options: Mapping[str, Any]) -> dict[str, Any]:

@@ -232,9 +232,16 @@ def _absorptions(state: Assignment, regions: Sequence[Sequence[int]],
 
 def _boundary_moves(state: Assignment, region_of: list[int], tables: CostTables,
                     nodes: Iterable[int]) -> list[Move]:
+    """One op to a neighbour's device; a pattern unit moves whole, as its output node."""
     dev, support, neighbours = state.device, state.support, tables.neighbours
+    unit_of = {n: unit for unit in support.units for n in unit.nodes}
     moves = []
     for n in nodes:
+        unit = unit_of.get(n)
+        if unit is not None:
+            if n == unit.output and len({dev[m] for m in unit.nodes}) == 1:
+                moves += _unit_moves(state, unit.nodes, region_of, tables)
+            continue
         allowed = support.allowed(n)
         if len(allowed) < 2:
             continue
@@ -256,6 +263,29 @@ def _boundary_moves(state: Assignment, region_of: list[int], tables: CostTables,
                 continue
             reason = _boundary_reason(state, n, region_of[n], to, tables, compute, transfer)
             moves.append(Move((n,), (to,), gain, launches, reason))
+    return moves
+
+
+def _unit_moves(state: Assignment, members: Sequence[int], region_of: list[int],
+                tables: CostTables) -> list[Move]:
+    """A whole unit to a neighbouring device that supports it (or to its fallback)."""
+    dev, support = state.device, state.support
+    here = dev[members[0]]
+    inside = set(members)
+    options = {dev[m] for n in members for m in tables.neighbours[n] if m not in inside}
+    options.add(support.fallback(members[0], here))
+    moves = []
+    for to in sorted(options - {here}):
+        if not all(to in support.allowed(n) for n in members):
+            continue
+        targets = (to,) * len(members)
+        compute, transfer = tables.move_delta(members, dev, targets)
+        launches = _launch_change(members[-1], to, dev, region_of, tables)
+        gain = launches - (compute + transfer)
+        if gain > 0:
+            reason = _boundary_reason(state, members[-1], region_of[members[-1]], to, tables,
+                                      compute, transfer)
+            moves.append(Move(tuple(members), targets, gain, launches, reason))
     return moves
 
 

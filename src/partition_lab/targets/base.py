@@ -13,10 +13,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from ..core.graph import OpGraph, OpNode
+from ..core.patterns import PATTERN_NAMES, Unit, find_units
 from ..core.platform import PREPARE_STEPS
 from ..core.support import Verdict
 from ..errors import TargetSpecError
+from .op_names import did_you_mean
 from .rules import Rule, spoken_verdicts
+from .units import judge_units
 
 OP_TABLE_RULE = "op-table"
 
@@ -88,6 +91,7 @@ class TargetSpec:
         options: Mapping[str, Any] | None = None,
         factory: Callable[..., TargetSpec] | None = None,
         sources: Iterable[str] = (),
+        patterns: Iterable[str] = (),
     ) -> None:
         if not isinstance(name, str) or not name:
             raise TargetSpecError(f"a target needs a non-empty name, got {name!r}")
@@ -107,6 +111,7 @@ class TargetSpec:
         self.options: dict[str, Any] = dict(options or {})
         self.factory = factory
         self.sources = tuple(sources)
+        self.patterns = frozenset(patterns)
         self._validate()
 
     def _validate(self) -> None:
@@ -119,6 +124,11 @@ class TargetSpec:
             if not self.supports_op(op):
                 raise TargetSpecError(
                     f"target {self.name}: anchor {op} is not a supported op of the target")
+        unknown = sorted(self.patterns - set(PATTERN_NAMES))
+        if unknown:
+            raise TargetSpecError(f"target {self.name}: unknown pattern {unknown[0]!r}"
+                                  f"{did_you_mean(unknown[0], PATTERN_NAMES)}; known patterns: "
+                                  f"{', '.join(PATTERN_NAMES)}")
         for rule in self.rules:
             if not (hasattr(rule, "check") and hasattr(rule, "applies_to")):
                 raise TargetSpecError(
@@ -168,9 +178,18 @@ class TargetSpec:
             return Verdict(True, reason, acceptances[-1].rule, anchor)
         return Verdict(True, self.op_reason(node.op), OP_TABLE_RULE, anchor)
 
-    def check_graph(self, graph: OpGraph) -> list[Verdict]:
-        """Verdicts for every node of ``graph``, in node-id order."""
-        return [self.check(node) for node in graph.nodes]
+    def check_graph(self, graph: OpGraph, units: Sequence[Unit] | None = None) -> list[Verdict]:
+        """Verdicts for every node of ``graph``, in node-id order.
+
+        Nodes of a unit of a pattern this target declares (``patterns``) share the unit's
+        verdict (:func:`~.units.judge_units`); ``units`` defaults to every unit of the built-in
+        library in ``graph``.
+        """
+        verdicts = [self.check(node) for node in graph.nodes]
+        if not self.patterns:
+            return verdicts
+        found = find_units(graph) if units is None else units
+        return judge_units(self, graph, verdicts, [u for u in found if u.name in self.patterns])
 
     # ------------------------------------------------------------------ derivation
     def with_options(self, **options: Any) -> TargetSpec:
@@ -199,11 +218,12 @@ class TargetSpec:
         prepare_steps: Iterable[str] | None = None,
         default_profile: str | None = None,
         sources: Iterable[str] = (),
+        patterns: Iterable[str] | None = None,
     ) -> TargetSpec:
         """A new target built on this one.
 
         ``supported`` ops are added, ``unsupported`` ops removed (with their reasons), ``rules``
-        appended after this target's rules; ``anchors`` and ``prepare_steps`` replace this
+        appended after this target's rules; ``anchors``, ``prepare_steps`` and ``patterns`` replace this
         target's when given. Options of this target are kept as they are. A base rule that
         applies only to ops the extension lists in ``supported`` is dropped: the extension
         brings its own kernel for them (neuron's resize rule does not judge a custom resize).
@@ -227,6 +247,7 @@ class TargetSpec:
             default_profile=default_profile or self.default_profile,
             options=self.options,
             sources=(*self.sources, *sources),
+            patterns=self.patterns if patterns is None else patterns,
         )
 
     # ------------------------------------------------------------------ reporting
@@ -245,6 +266,7 @@ class TargetSpec:
             "anchors": sorted(self.anchors),
             "rules": [rule.to_dict() for rule in self.rules],
             "prepare_steps": list(self._prepare_steps),
+            "patterns": sorted(self.patterns),
             "default_profile": self.default_profile,
         }
 
@@ -260,6 +282,8 @@ class TargetSpec:
                 f"{s} ({PREPARE_STEPS[s]})" for s in self._prepare_steps))
         if self.default_profile:
             lines.append(f"  cost profile: {self.default_profile}")
+        if self.patterns:
+            lines.append(f"  patterns judged as one unit: {', '.join(sorted(self.patterns))}")
         if self.anchors:
             lines.append("  anchors (a region must hold one): " + ", ".join(sorted(self.anchors)))
         if self.supports_all:

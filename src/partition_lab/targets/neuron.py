@@ -16,6 +16,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from ..core.patterns import PATTERN_NAMES
 from ..core.platform import Platform
 from ..errors import TargetSpecError, UnknownTargetError
 from .base import TargetSpec
@@ -58,6 +59,7 @@ def build(version: str = "latest", **options: Any) -> TargetSpec:
         default_profile="inferentia1",
         options={"version": str(version)},
         factory=build,
+        patterns=PATTERN_NAMES,
         sources=[f"{source['repository']}@{source['commit']} {source['path']}",
                  source["url"]],
     )

@@ -51,7 +51,7 @@ def check_op_names(names: Iterable[str], where: str) -> None:
         return
     for name in names:
         if name not in known:
-            raise TargetSpecError(f"{where}: {name!r} is not a Relay op{_suggest(name, known)}; "
+            raise TargetSpecError(f"{where}: {name!r} is not a Relay op{did_you_mean(name, known)}; "
                                   "op names are Relay's, e.g. nn.conv2d, add, nn.relu")
 
 
@@ -67,7 +67,7 @@ def check_attribute_name(attr: str, ops: Iterable[str], where: str) -> None:
         owner = f"{', '.join(ops)}" if len(ops) <= 3 else f"{len(ops)} ops"
         listing = f"; it has {', '.join(sorted(fields))}" if fields and len(ops) <= 3 else ""
         raise TargetSpecError(f"{where}: {owner} has no attribute {attr!r}"
-                              f"{_suggest(attr, fields)}{listing}")
+                              f"{did_you_mean(attr, fields)}{listing}")
 
 
 def check_device_name(name: str, where: str) -> None:
@@ -78,6 +78,7 @@ def check_device_name(name: str, where: str) -> None:
                               f"{', '.join(RESERVED_DEVICE_NAMES)})")
 
 
-def _suggest(name: str, known: Iterable[str]) -> str:
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` for the closest of ``known`` names, or nothing."""
     close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.75)
     return f" (did you mean {close[0]!r}?)" if close else ""

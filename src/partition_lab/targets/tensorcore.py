@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ..core.graph import OpNode
+from ..core.patterns import PATTERN_NAMES
 from ..core.platform import Device, Platform
 from ..core.support import Verdict
 from ..errors import TargetSpecError
@@ -110,6 +111,7 @@ def build(**options: Any) -> TargetSpec:
         default_profile="t4",
         options=opts,
         factory=build,
+        patterns=PATTERN_NAMES,
         sources=[f"{source['repository']}@{source['commit']} {source['path']}"],
     )
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from ..._audience import option
 from ...core.graph import OpGraph
+from ...core.patterns import Unit, find_units
 from ...core.platform import HOST, Platform
 from ...core.support import Support, Verdict, host_verdict
 from ...errors import ExclusionError
@@ -28,13 +29,14 @@ def support_table(
     names = list(dict.fromkeys(excl_node_names))
     ops = list(dict.fromkeys(exclude_ops))
     _check_exclusions(graph, names, ops)
+    units = find_units(graph)
     table = {}
     for device in platform.devices:
         if device.name == HOST:
             table[HOST] = [host_verdict() for _ in range(len(graph))]
         else:
-            table[device.name] = support_verdicts(graph, device.target, names, ops)
-    return Support(platform, table)
+            table[device.name] = support_verdicts(graph, device.target, names, ops, units)
+    return Support(platform, table, units)
 
 
 def support_verdicts(
@@ -42,6 +44,7 @@ def support_verdicts(
     target: Any,
     excl_node_names: Iterable[str] = (),
     exclude_ops: Iterable[str] = (),
+    units: Sequence[Unit] | None = None,
 ) -> list[Verdict]:
     """The target's verdict per node, with excluded nodes turned into rejections that say why.
 
@@ -52,7 +55,7 @@ def support_verdicts(
     match Relay op names. An exclusion matching nothing raises ExclusionError listing what
     exists.
     """
-    verdicts = list(target.check_graph(graph))
+    verdicts = list(target.check_graph(graph, units))
     names = list(dict.fromkeys(excl_node_names))
     ops = list(dict.fromkeys(exclude_ops))
     _check_exclusions(graph, names, ops)

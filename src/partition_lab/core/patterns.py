@@ -1,0 +1,312 @@
+"""Patterns: the composite ops that importers decompose (LayerNorm, GELU, SiLU...), found in an
+OpGraph so that support is judged for the whole unit, as accelerator compilers and TVM's BYOC
+pattern tables (``MergeComposite``) judge it.
+
+A :class:`Pattern` is a small DAG template: :class:`Step` s in topological order, each an op (or
+alternatives) and its arguments, every argument either an earlier step (by index) or a named
+value from outside the pattern (``"x"``: every use of one name must be the same tensor). The last
+step is the pattern's output. Arguments are matched as a set, in any order (an
+:class:`~.graph.OpNode` lists its input tensors, not which position each fills); constant
+operands (weights: epsilon, gamma, 0.5) are not arguments. A match is a :class:`Unit` only if no
+node but its output is read outside it, so the unit can stand for one composite op.
+
+:func:`find_units` matches every pattern of a library (largest first) and returns units that do
+not overlap. :data:`PATTERNS` is the built-in library, each pattern in the forms that TVM's ONNX
+importer and ``torch.export`` -> ONNX produce; ``stands_for`` names the Relay op(s) a compiler
+maps the unit to, whose support decides the unit's (empty: the unit is supported where each of its
+ops is).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from .graph import OpGraph
+
+Arg = int | str
+
+
+@dataclass(frozen=True)
+class Step:
+    """One op of a pattern: its op names and its arguments (earlier steps or named values)."""
+
+    ops: frozenset[str]
+    args: tuple[Arg, ...]
+
+    @classmethod
+    def of(cls, ops: str | Iterable[str], *args: Arg) -> Step:
+        return cls(frozenset([ops] if isinstance(ops, str) else ops), tuple(args))
+
+
+@dataclass(frozen=True)
+class Pattern:
+    """A composite op as a DAG template (see the module docstring).
+
+    ``name`` is what a unit is called (``layer_norm``, the ``Composite`` name a codegen sees);
+    ``stands_for`` the Relay ops whose support decides the unit's; ``form`` tells the variants
+    of one pattern apart (which importer writes it that way).
+    """
+
+    name: str
+    steps: tuple[Step, ...]
+    stands_for: tuple[str, ...] = ()
+    form: str = ""
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.steps:
+            raise ValueError(f"pattern {self.name!r} has no steps")
+        used: set[int] = set()
+        for index, step in enumerate(self.steps):
+            for arg in step.args:
+                if isinstance(arg, int):
+                    if not 0 <= arg < index:
+                        raise ValueError(f"pattern {self.name!r}: step {index} refers to step "
+                                         f"{arg}, which does not come before it")
+                    used.add(arg)
+        unused = [i for i in range(len(self.steps) - 1) if i not in used]
+        if unused:
+            raise ValueError(f"pattern {self.name!r}: steps {unused} feed no later step, so "
+                             "the last step is not the only output")
+
+    @property
+    def ops(self) -> list[str]:
+        """One op name per step, for messages (``mean, subtract, variance, ...``)."""
+        return [sorted(step.ops)[0] for step in self.steps]
+
+
+@dataclass(frozen=True)
+class Unit:
+    """A pattern matched in a graph: ``nodes`` in step order; the last is its output."""
+
+    pattern: Pattern
+    nodes: tuple[int, ...]
+
+    @property
+    def output(self) -> int:
+        return self.nodes[-1]
+
+    @property
+    def name(self) -> str:
+        return self.pattern.name
+
+
+@dataclass
+class _Inputs:
+    """Per node: its input tensors as ``(tensor key, producer node or None)``."""
+
+    of: dict[int, list[tuple[str, int | None]]] = field(default_factory=dict)
+
+    @classmethod
+    def of_graph(cls, graph: OpGraph) -> _Inputs:
+        found = cls({node.id: [] for node in graph})
+        for tensor in graph.tensors:
+            for consumer in tensor.consumers:
+                found.of[consumer].append((tensor.key, tensor.producer))
+        return found
+
+
+def match_at(graph: OpGraph, pattern: Pattern, output: int,
+             inputs: _Inputs | None = None) -> Unit | None:
+    """The unit of ``pattern`` whose output is node ``output``, or None."""
+    inputs = inputs or _Inputs.of_graph(graph)
+    last = len(pattern.steps) - 1
+    found = _solve(graph, pattern, inputs, last, {last: output}, {})
+    if found is None:
+        return None
+    nodes = tuple(found[i] for i in range(len(pattern.steps)))
+    if len(set(nodes)) != len(nodes) or not _closed(graph, nodes):
+        return None
+    return Unit(pattern, nodes)
+
+
+def _solve(graph: OpGraph, pattern: Pattern, inputs: _Inputs, step: int,
+           assign: dict[int, int], bind: dict[str, str]) -> dict[int, int] | None:
+    """Assignments of steps ``step, step-1, ..., 0`` to nodes that satisfy the pattern."""
+    if step < 0:
+        return assign
+    if step not in assign:
+        return None  # unreachable for a validated pattern: every step feeds a later one
+    node = graph[assign[step]]
+    spec = pattern.steps[step]
+    tensors = inputs.of[node.id]
+    if node.op not in spec.ops or len(tensors) != len(spec.args):
+        return None
+    for order in _orders(len(tensors)):
+        trial, names = dict(assign), dict(bind)
+        if all(_bind(arg, tensors[i], trial, names) for arg, i in zip(spec.args, order, strict=True)):
+            solved = _solve(graph, pattern, inputs, step - 1, trial, names)
+            if solved is not None:
+                return solved
+    return None
+
+
+def _orders(count: int) -> Iterable[tuple[int, ...]]:
+    return itertools.permutations(range(count)) if count <= 4 else [tuple(range(count))]
+
+
+def _bind(arg: Arg, tensor: tuple[str, int | None], assign: dict[int, int],
+          names: dict[str, str]) -> bool:
+    key, producer = tensor
+    if isinstance(arg, str):
+        if names.setdefault(arg, key) != key:
+            return False
+        return producer is None or producer not in assign.values()
+    if producer is None:
+        return False
+    if arg in assign:
+        return assign[arg] == producer
+    if producer in assign.values():
+        return False
+    assign[arg] = producer
+    return True
+
+
+def _closed(graph: OpGraph, nodes: Sequence[int]) -> bool:
+    """No node but the output is read outside the unit or is a graph output."""
+    inside = set(nodes)
+    for node in nodes[:-1]:
+        for tensor in graph.tensors_of(node):
+            if tensor.is_output or any(c not in inside for c in tensor.consumers):
+                return False
+    return True
+
+
+def find_units(graph: OpGraph, patterns: Iterable[Pattern] | None = None) -> list[Unit]:
+    """Every non-overlapping unit of ``patterns`` (default :data:`PATTERNS`) in ``graph``.
+
+    Larger patterns are matched first, then by output node; a node belongs to one unit at most.
+    """
+    library = sorted(PATTERNS if patterns is None else patterns,
+                     key=lambda p: (-len(p.steps), p.name, p.form))
+    last_ops = {op for pattern in library for op in pattern.steps[-1].ops}
+    candidates = [node.id for node in graph if node.op in last_ops]
+    inputs = _Inputs.of_graph(graph)
+    taken: set[int] = set()
+    units: list[Unit] = []
+    for pattern in library:
+        for output in candidates:
+            if output in taken or graph[output].op not in pattern.steps[-1].ops:
+                continue
+            unit = match_at(graph, pattern, output, inputs)
+            if unit is not None and not taken.intersection(unit.nodes):
+                units.append(unit)
+                taken.update(unit.nodes)
+    return sorted(units, key=lambda u: u.output)
+
+
+def unit_of_node(units: Sequence[Unit]) -> Mapping[int, Unit]:
+    """``{node: its unit}`` for every node in a unit."""
+    return {node: unit for unit in units for node in unit.nodes}
+
+
+# ---------------------------------------------------------------------------- the library
+def _layer_norm(form: str, divide_by_std: bool, affine: bool) -> Pattern:
+    steps = [Step.of("mean", "x"), Step.of("subtract", "x", 0), Step.of("variance", "x", 0),
+             Step.of("add", 2), Step.of("sqrt", 3)]
+    if divide_by_std:  # (x - mean) / sqrt(var + eps)
+        steps.append(Step.of("divide", 1, 4))
+    else:  # (x - mean) * (1 / sqrt(var + eps))
+        steps += [Step.of("divide", 4), Step.of("multiply", 1, 5)]
+    if affine:
+        steps += [Step.of("multiply", len(steps) - 1), Step.of("add", len(steps))]
+    return Pattern("layer_norm", tuple(steps), ("nn.layer_norm",), form,
+                   "LayerNorm decomposed: mean, subtract, variance, add eps, sqrt, divide...")
+
+
+def _rms_norm(form: str, affine: bool) -> Pattern:
+    steps = [Step.of("multiply", "x", "x") if form == "x*x" else Step.of("power", "x"),
+             Step.of("mean", 0), Step.of("add", 1), Step.of(("sqrt", "rsqrt"), 2)]
+    steps += [Step.of(("divide", "multiply"), "x", 3)]
+    if affine:
+        steps.append(Step.of("multiply", 4))
+    return Pattern("rms_norm", tuple(steps), (), f"{form}{', affine' if affine else ''}",
+                   "RMSNorm decomposed: x squared, mean, add eps, (r)sqrt, scale")
+
+
+def _gelu_erf(form: str) -> Pattern:
+    scale = "divide" if form == "x/sqrt2" else "multiply"
+    steps = (Step.of(scale, "x"), Step.of("erf", 0), Step.of("add", 1),
+             Step.of("multiply", 2), Step.of("multiply", "x", 3))
+    return Pattern("gelu", steps, ("erf",), f"erf, {form}",
+                   "GELU, exact: x * 0.5 * (1 + erf(x / sqrt 2))")
+
+
+def _gelu_erf_half_first() -> Pattern:
+    steps = (Step.of(("divide", "multiply"), "x"), Step.of("erf", 0), Step.of("add", 1),
+             Step.of("multiply", "x"), Step.of("multiply", 3, 2))
+    return Pattern("gelu", steps, ("erf",), "erf, (x * 0.5) * (1 + erf)",
+                   "GELU, exact: (0.5 * x) * (1 + erf(x / sqrt 2))")
+
+
+def _gelu_tanh() -> Pattern:
+    # 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))
+    steps = (Step.of("power", "x"), Step.of("multiply", 0), Step.of("add", "x", 1),
+             Step.of("multiply", 2), Step.of("tanh", 3), Step.of("add", 4),
+             Step.of("multiply", "x", 5), Step.of("multiply", 6))
+    return Pattern("gelu", steps, ("tanh",), "tanh", "GELU, tanh approximation")
+
+
+def _silu() -> Pattern:
+    return Pattern("silu", (Step.of("sigmoid", "x"), Step.of("multiply", "x", 0)), (),
+                   "x * sigmoid(x)", "SiLU (swish)")
+
+
+def _hard_sigmoid() -> Pattern:
+    steps = (Step.of(("multiply", "divide"), "x"), Step.of("add", 0), Step.of("clip", 1))
+    return Pattern("hard_sigmoid", steps, (), "clip(x / 6 + 0.5, 0, 1)", "hard-sigmoid")
+
+
+def _hard_swish() -> Pattern:
+    steps = (Step.of(("multiply", "divide"), "x"), Step.of("add", 0), Step.of("clip", 1),
+             Step.of("multiply", "x", 2))
+    return Pattern("hard_swish", steps, (), "x * hard_sigmoid(x)", "hard-swish")
+
+
+def _softmax() -> Pattern:
+    steps = (Step.of("max", "x"), Step.of("subtract", "x", 0), Step.of("exp", 1),
+             Step.of("sum", 2), Step.of("divide", 2, 3))
+    return Pattern("softmax", steps, ("nn.softmax",), "exp / sum(exp)", "softmax decomposed")
+
+
+def _cast_scale() -> Pattern:
+    # torch's scaled_dot_product_attention scales by a constant cast to the operand's dtype.
+    return Pattern("cast_scale", (Step.of("cast_like", "x"), Step.of("multiply", "x", 0)),
+                   ("multiply",), "x * cast_like(c, x)",
+                   "a constant scale cast to its operand's dtype (folds into the multiply)")
+
+
+def _attention(scale: str, mask: bool, reshape: bool) -> Pattern:
+    """batch_matmul(q, k) [reshape] [* or / scale] [+ mask] softmax [reshape] batch_matmul(., v)."""
+    steps = [Step.of("nn.batch_matmul", "q", "k")]
+    if reshape:
+        steps.append(Step.of("reshape", len(steps) - 1))
+    if scale:
+        steps.append(Step.of(scale, len(steps) - 1))
+    if mask:
+        steps.append(Step.of("add", len(steps) - 1, "mask"))
+    steps.append(Step.of("nn.softmax", len(steps) - 1))
+    if reshape:
+        steps.append(Step.of("reshape", len(steps) - 1))
+    steps.append(Step.of("nn.batch_matmul", len(steps) - 1, "v"))
+    form = ", ".join(filter(None, [scale and f"{scale} scale", mask and "mask",
+                                   reshape and "4-d reshapes"])) or "plain"
+    return Pattern("attention", tuple(steps), ("nn.batch_matmul", "nn.softmax"), form,
+                   "scaled dot-product attention: softmax(q k^T [scale] [+ mask]) v")
+
+
+#: The built-in library: each pattern in the forms the importers produce.
+PATTERNS: tuple[Pattern, ...] = (
+    *(_layer_norm(f"{'divide' if d else 'reciprocal'}{', affine' if a else ''}", d, a)
+      for d in (False, True) for a in (True, False)),
+    *(_rms_norm(f, a) for f in ("x*x", "power") for a in (True, False)),
+    _gelu_erf("x/sqrt2"), _gelu_erf("x*(1/sqrt2)"), _gelu_erf_half_first(), _gelu_tanh(),
+    _silu(), _hard_swish(), _hard_sigmoid(), _softmax(), _cast_scale(),
+    *(_attention(scale, mask, reshape) for scale in ("", "multiply", "divide")
+      for mask in (False, True) for reshape in (False, True)),
+)
+
+#: Pattern names, for did-you-mean in target files.
+PATTERN_NAMES: tuple[str, ...] = tuple(dict.fromkeys(p.name for p in PATTERNS))
