@@ -196,6 +196,55 @@ def test_unsupported_op_stays_on_host_with_its_module_path(resize_net) -> None:
     np.testing.assert_allclose(got[0], torch_outputs(module, x), rtol=RTOL, atol=ATOL)
 
 
+# ------------------------------------------------------------------------------ patterns
+class TransformerBlock(nn.Module):
+    """Pre-norm attention and MLP, with the activations importers decompose."""
+
+    def __init__(self, width: int = 32, heads: int = 4) -> None:
+        super().__init__()
+        self.ln1 = nn.LayerNorm(width)
+        self.attn = nn.MultiheadAttention(width, heads, batch_first=True)
+        self.ln2 = nn.LayerNorm(width)
+        self.fc1, self.act, self.fc2 = nn.Linear(width, 2 * width), nn.GELU(), nn.Linear(2 * width, width)
+        self.silu, self.hs = nn.SiLU(), nn.Hardswish()
+
+    def forward(self, x):
+        y = self.ln1(x)
+        x = x + self.attn(y, y, y, need_weights=False)[0]
+        x = x + self.fc2(self.act(self.fc1(self.ln2(x))))
+        return self.hs(self.silu(x))
+
+
+@pytest.fixture(scope="module")
+def transformer_block():
+    torch.manual_seed(0)
+    module = seeded(TransformerBlock())
+    x = torch.randn(1, 8, 32)
+    mod, params = load_model(module, x)
+    return module, x, mod, params
+
+
+@pytest.mark.parametrize("target, host_ops", [
+    ("neuron", set()),  # variance and cast_like are parts of LayerNorm and of the scale
+    ("neuron@2020", {"ln1", "ln2"}),  # LayerNorm arrived in neuron-cc 1.2.0.0: whole on the host
+])
+def test_a_transformer_block_is_split_by_patterns_and_matches_torch(transformer_block, target,
+                                                                    host_ops) -> None:
+    module, x, mod, params = transformer_block
+    result = partition_lab.partition(mod, target, params=params)
+    result.plan.validate()
+    nodes = result.plan.to_dict()["nodes"]
+    on_host = {node["source_name"].split("/")[0] for node in nodes if node["device"] == "cpu"}
+    assert on_host == host_ops
+    assert len(result.plan.cpu_regions) == len(host_ops)  # each LayerNorm one island, whole
+    for node in nodes:
+        if node["device"] == "cpu":
+            assert "LayerNorm was added in neuron-cc 1.2.0.0" in node["reason"]
+            assert node["why"]["rule"] == "pattern:layer_norm" and "layer_norm (9 ops" in node["reason"]
+    got = RegionExecutor(result, opt_level=0).run({"x": x.numpy()})
+    np.testing.assert_allclose(got[0], torch_outputs(module, x), rtol=RTOL, atol=ATOL)
+
+
 # -------------------------------------------------------------------------------------- .pt2
 @pytest.fixture(scope="module")
 def resize_pt2(tmp_path_factory, resize_net):
