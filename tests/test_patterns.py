@@ -168,3 +168,26 @@ def test_on_neuron_the_block_is_one_region() -> None:
     graph = block()
     plan = get_strategy("greedy").run(graph, _support(get_platform("neuron"), graph))
     assert len(plan.regions) == 1 and plan.device_of(0) == "neuron"
+
+
+def test_a_target_file_declares_patterns_and_a_typo_is_one_line(tmp_path, capsys) -> None:
+    from partition_lab.cli import main
+    from partition_lab.targets import load_target_file
+
+    good = tmp_path / "npu.toml"
+    good.write_text('name = "npu"\nsupported = ["mean", "subtract", "add", "sqrt", "divide", '
+                    '"multiply", "nn.layer_norm"]\npatterns = ["layer_norm"]\n')
+    npu = load_target_file(good)
+    graph = block()
+    variance = next(n.id for n in graph if n.op == "variance")
+    assert npu.patterns == {"layer_norm"}
+    assert npu.check_graph(graph)[variance].supported
+    bad = tmp_path / "typo.toml"
+    bad.write_text('name = "npu"\nsupported = ["add"]\npatterns = ["layer_nrom"]\n')
+    with pytest.raises(TargetSpecError, match="did you mean 'layer_norm'"):
+        load_target_file(bad)
+    out = tmp_path / "plan.json"
+    assert main(["partition", "zoo:resnet50_v1:small", "--target", str(bad), "-o", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "unknown pattern 'layer_nrom'" in err and str(bad) in err
+    assert not out.exists()

@@ -12,6 +12,8 @@ Format (TOML shown; JSON takes the same keys)::
     unsupported = { "image.resize2d" = "no resize unit" }  # ops removed (list or table)
     anchors = ["nn.conv2d"]               # ops a region must contain (replaces the base's)
     prepare_steps = ["convert_layout:NHWC", "mixed_precision:float16"]   # optional
+    patterns = ["layer_norm", "gelu"]     # built-in patterns judged as one unit each
+                                          # (partition_lab.core.patterns.PATTERN_NAMES)
     default_profile = "t4"                # cost-model profile; without it (and a base that
                                           # has one) the CLI needs --profile NAME
 
@@ -61,7 +63,8 @@ from .templates import MessageTemplate
 
 TARGET_FILE_SUFFIXES = (".toml", ".json")
 TOP_LEVEL_KEYS = ("name", "description", "version", "provenance", "sources", "base", "supported",
-                  "unsupported", "anchors", "prepare_steps", "default_profile", "rules")
+                  "unsupported", "anchors", "prepare_steps", "default_profile", "rules",
+                  "patterns")
 
 
 def looks_like_target_file(target: str | os.PathLike[str]) -> bool:
@@ -111,6 +114,7 @@ def read_target_file(path: str | os.PathLike[str], resolve_base: Callable[..., T
         "provenance": f.string("provenance", None), "supported": supported,
         "unsupported": unsupported, "anchors": f.strings("anchors", None), "rules": rules,
         "prepare_steps": f.strings("prepare_steps", None),
+        "patterns": f.strings("patterns", None),
         "default_profile": f.string("default_profile", None),
         "sources": f.strings("sources", ()),
     }
