@@ -241,8 +241,30 @@ def test_a_transformer_block_is_split_by_patterns_and_matches_torch(transformer_
         if node["device"] == "cpu":
             assert "LayerNorm was added in neuron-cc 1.2.0.0" in node["reason"]
             assert node["why"]["rule"] == "pattern:layer_norm" and "layer_norm (9 ops" in node["reason"]
+    expected_composites = {"layer_norm": 2 - len(host_ops), "attention": 1, "gelu": 1, "silu": 1,
+                           "hard_swish": 1, "cast_scale": 1}
+    assert composites(result.mod) == {k: v for k, v in expected_composites.items() if v}
     got = RegionExecutor(result, opt_level=0).run({"x": x.numpy()})
     np.testing.assert_allclose(got[0], torch_outputs(module, x), rtol=RTOL, atol=ATOL)
+
+
+def composites(mod) -> Counter:  # noqa: ANN001
+    """Composite function names inside the module's Compiler functions, with their counts."""
+    import tvm
+    from tvm import relay
+
+    found: Counter = Counter()
+
+    def visit(expr) -> None:  # noqa: ANN001
+        if isinstance(expr, relay.Function) and expr.attrs is not None and \
+                "Composite" in expr.attrs:
+            found[str(expr.attrs["Composite"])] += 1
+
+    for gvar in mod.get_global_vars():
+        func = mod[gvar]
+        if func.attrs is not None and "Compiler" in func.attrs:
+            tvm.relay.analysis.post_order_visit(func.body, visit)
+    return found
 
 
 # -------------------------------------------------------------------------------------- .pt2

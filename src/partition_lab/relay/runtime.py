@@ -37,6 +37,20 @@ from .passes.outline import outline_regions
 BUILD_CONFIG = {"tir.disable_cse_tir": True}
 
 
+class _InlineComposites(relay.ExprMutator):
+    def visit_call(self, call: relay.Call) -> relay.Expr:
+        new = super().visit_call(call)
+        fn = new.op
+        if isinstance(fn, relay.Function) and fn.attrs is not None and "Composite" in fn.attrs:
+            return relay.bind(fn.body, dict(zip(fn.params, new.args, strict=True)))
+        return new
+
+
+def inline_composites(expr: relay.Expr) -> relay.Expr:
+    """``expr`` with every call of a ``Composite`` function replaced by its body."""
+    return _InlineComposites().visit(expr)
+
+
 def build_for_cpu(mod: tvm.IRModule, opt_level: int = 3, target: str = "llvm") -> Any:
     """``relay.build`` for the host CPU with the configuration every build here needs."""
     with tvm.transform.PassContext(opt_level=opt_level, config=BUILD_CONFIG):
@@ -88,7 +102,9 @@ class RegionExecutor:
 
     def _compile(self, name: str, func: relay.Function) -> _CompiledRegion:
         info = self.functions[name]
-        plain = relay.Function(func.params, func.body, func.ret_type, func.type_params)
+        # Composite functions are for a BYOC codegen; llvm runs their bodies inline.
+        plain = relay.Function(func.params, inline_composites(func.body), func.ret_type,
+                               func.type_params)
         precision = AS_PREPARED
         if info.device.precision == "float32" and _has_half(plain):
             try:

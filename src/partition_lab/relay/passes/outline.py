@@ -7,7 +7,9 @@ What each region becomes depends on its device's role in the plan's platform:
   counts that compiler's functions), ``Primitive=1`` and ``Inline=1`` (the form
   ``relay.transform.PartitionGraph`` produces, so codegens registered as ``relay.ext.<compiler>``
   can consume it). Each device keeps its own ``Compiler``: an NPU and a DSP of one platform give
-  two sets of functions.
+  two sets of functions. Inside, each pattern unit of the plan (``layer_norm``, ``gelu``...)
+  is a call of a local function with ``Composite=<pattern>``, as ``MergeComposite`` makes them,
+  so a codegen sees the composite op, not the ops an importer decomposed it into.
 * ``main`` (the module's main target, e.g. the GPU's CUDA cores on ``tensorcore``): stays inline in
   ``main``, compiled by the main target.
 * ``host``: stays inline in ``main`` too. When the platform's main target is not the host (a GPU
@@ -47,6 +49,7 @@ import tvm
 from tvm import relay
 
 from ...core.graph import TensorType
+from ...core.patterns import Unit
 from ...core.plan import PartitionPlan, Region
 from ...core.platform import Device, Platform
 from ...errors import PartitionLabError
@@ -253,8 +256,13 @@ class _Outliner:
                     params.append(var)
                     call_args.append(self._input_for(
                         tensor.input_name, main_inputs[tensor.input_name], side))
+        units = self._units_in(members) if compiler is not None else {}
         for node in nodes:
-            self._rebuild_node(node, local_env, local_inputs, None)
+            unit = units.get(node)
+            if unit is None:
+                self._rebuild_node(node, local_env, local_inputs, None)
+            elif node == unit.output:
+                self._composite(unit, local_env, local_inputs)
         # Outputs: tensors used outside the region or returned by the graph.
         outputs = [
             (t.producer, t.index) for node in nodes for t in self.graph.tensors_of(node)
@@ -277,6 +285,47 @@ class _Outliner:
         for k, ref in enumerate(outputs):
             main_env[ref] = call if len(outputs) == 1 else relay.TupleGetItem(call, k)
         functions[gvar] = func
+
+    def _units_in(self, members: set[int]) -> dict[int, Unit]:
+        """``{node: unit}`` for the pattern units wholly inside a region."""
+        return {node: unit for unit in self.plan.support.units
+                if members.issuperset(unit.nodes) for node in unit.nodes}
+
+    def _composite(self, unit: Unit, env: Env, inputs: dict[str, relay.Var]) -> None:
+        """The unit as a call of a ``Composite=<pattern>`` function (TVM's BYOC convention:
+        what ``MergeComposite`` makes), its inputs the tensors it reads from outside."""
+        inside = set(unit.nodes)
+        sub_env: Env = {}
+        sub_inputs: dict[str, relay.Var] = {}
+        params: list[relay.Var] = []
+        args: list[relay.Expr] = []
+        for node in unit.nodes:
+            for pred in self.graph.predecessors(node):
+                for index in self.graph.nx.edges[pred, node]["indices"]:
+                    if pred in inside or (pred, index) in sub_env:
+                        continue
+                    var = relay.Var(f"{unit.name}_in{len(params)}",
+                                    _relay_type(self.graph[pred].outputs[index]))
+                    sub_env[(pred, index)] = var
+                    params.append(var)
+                    args.append(env[(pred, index)])
+            for tensor in self.graph.graph_inputs.values():
+                if node in tensor.consumers and tensor.input_name not in sub_inputs:
+                    var = relay.Var(f"{unit.name}_in{len(params)}", _relay_type(tensor.spec))
+                    sub_inputs[tensor.input_name] = var
+                    params.append(var)
+                    args.append(inputs[tensor.input_name])
+        for node in unit.nodes:
+            self._rebuild_node(node, sub_env, sub_inputs, None)
+        output = unit.output
+        if len(self.graph[output].outputs) != 1:
+            raise PartitionLabError(f"pattern {unit.name} ends in an op with several outputs")
+        func = relay.Function(params, sub_env[(output, 0)],
+                              _relay_type(self.graph[output].outputs[0]))
+        func = func.with_attr("Composite", unit.name)
+        func = func.with_attr("PartitionedFromPattern",
+                              "_".join(self.graph[n].op for n in unit.nodes) + "_")
+        env[(output, 0)] = relay.Call(func, args)
 
     def _rebuild_node(self, node: int, env: Env, inputs: dict[str, relay.Var], side: Side) -> None:
         parts = self.rg.parts[node]
