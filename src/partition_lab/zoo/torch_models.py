@@ -91,3 +91,13 @@ def densenet201(small: bool) -> Any:
         return torchvision.models.DenseNet(growth_rate=8, block_config=(2, 2),
                                            num_init_features=16, num_classes=10)
     return torchvision.models.densenet201(weights=None)
+
+
+def vit_b_16(small: bool) -> Any:
+    """ViT-B/16 (224x224, 12 layers of width 768); small: 32x32 input, 2 layers of width 32, 2
+    heads, 10 classes (every LayerNorm, attention and GELU of the full model, in miniature)."""
+    if small:
+        return torchvision.models.VisionTransformer(
+            image_size=32, patch_size=16, num_layers=2, num_heads=2, hidden_dim=32, mlp_dim=64,
+            num_classes=10)
+    return torchvision.models.vit_b_16(weights=None)
