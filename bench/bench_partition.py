@@ -1,6 +1,7 @@
 """Time the whole partition (annotate, merge, outline) against TVM's own three-pass chain.
 
-For every zoo model (full size, MXNet frontend) and target, in the same process:
+For every zoo model (full size, MXNet frontend; ``tv:`` models through ONNX) and target, in the
+same process:
 
 * ours: Relay -> OpGraph, support verdicts, ``greedy`` regions, plan validation, outlining into
   ``Compiler`` functions (``partition_lab.partition`` minus model loading and preparation);
@@ -9,7 +10,8 @@ For every zoo model (full size, MXNet frontend) and target, in the same process:
 
 ``--predicate random-70%`` replaces the target's verdicts with a seeded random 70% of ops
 supported (as ``tests/test_partition.py`` does): many regions, where TVM's region merging is
-slowest. Both are timed as the best of ``--repeat`` runs; the table also says whether both found the same
+slowest. ``ours_op_by_op_s`` is ours again with every target judging op by op (no pattern
+units), so the JSON shows what patterns cost. Both are timed as the best of ``--repeat`` runs; the table also says whether both found the same
 regions, and how long one ``InferType`` of our partitioned module takes (outlining ends with one:
 the floor under our time, since the result must be a type-checked module as PartitionGraph's is). Usage::
 
@@ -36,14 +38,16 @@ from partition_lab.core.support import Verdict  # noqa: E402
 from partition_lab.relay.passes.outline import outline  # noqa: E402
 from partition_lab.relay.passes.tvm_reference import tvm_chain_regions  # noqa: E402
 from partition_lab.strategies import get_strategy  # noqa: E402
+from partition_lab.targets.devices import without_patterns  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
 
 
-def ours(analysis, verdicts=None) -> tuple[float, list[frozenset[int]], float]:
+def ours(analysis, verdicts=None, platform=None) -> tuple[float, list[frozenset[int]], float]:
     """Seconds for verdict-to-module work on an analysed model, the accelerator regions, and
     the seconds of one type inference of the partitioned module. ``verdicts`` replace the
-    target's (which are computed, and timed, otherwise)."""
+    target's (which are computed, and timed, otherwise); ``platform`` replaces the analysis's
+    (its devices' rules judge the ops)."""
     from tvm import relay
 
     from partition_lab.relay.passes.annotate import support_table
@@ -52,7 +56,7 @@ def ours(analysis, verdicts=None) -> tuple[float, list[frozenset[int]], float]:
     start = time.perf_counter()
     rg = relay_graph(analysis.prepared_mod)
     if verdicts is None:
-        support = support_table(rg.graph, analysis.platform)
+        support = support_table(rg.graph, platform or analysis.platform)
     else:
         support = synthetic.one_accelerator(verdicts, analysis.platform.primary.name)
     plan = get_strategy("greedy").run(rg.graph, support)
@@ -67,7 +71,7 @@ def ours(analysis, verdicts=None) -> tuple[float, list[frozenset[int]], float]:
 
 
 def bench_model(name: str, target: str, repeat: int, predicate: str = "target") -> dict:
-    mod, params = zoo.load(name, frontend="mxnet")
+    mod, params = zoo.load(name, frontend=None if name.startswith("tv:") else "mxnet")
     analysis = analyze(mod, target, params=params, name=name)
     graph = analysis.graph
     verdicts = None
@@ -75,8 +79,11 @@ def bench_model(name: str, target: str, repeat: int, predicate: str = "target") 
         rng = np.random.default_rng(len(graph))
         verdicts = [Verdict(bool(ok), "random 70%") for ok in rng.random(len(graph)) < 0.7]
     supported = [v.supported for v in verdicts or analysis.verdicts]
-    our_times, ref_times, infer_times = [], [], []
+    our_times, ref_times, infer_times, op_by_op_times = [], [], [], []
+    op_by_op = without_patterns(analysis.platform)
     for _ in range(repeat):
+        if verdicts is None:
+            op_by_op_times.append(ours(analysis, platform=op_by_op)[0])
         seconds, our_regions, infer_seconds = ours(analysis, verdicts)
         our_times.append(seconds)
         infer_times.append(infer_seconds)
@@ -88,6 +95,8 @@ def bench_model(name: str, target: str, repeat: int, predicate: str = "target") 
     return {
         "model": name, "target": target, "predicate": predicate, "ops": len(graph),
         "ours_s": min(our_times), "ours_infer_type_s": min(infer_times),
+        # the same without pattern units (every op judged alone): what patterns cost
+        "ours_op_by_op_s": min(op_by_op_times) if op_by_op_times else None,
         "tvm_chain_s": min(ref_times),
         "speedup": min(ref_times) / min(our_times),
         "regions_ours": len(our_regions), "regions_tvm": len(ref.regions), "same_regions": same,
@@ -104,14 +113,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", help="default: bench/results/partition_vs_tvm[_random70].json")
     args = parser.parse_args(argv)
     rows = []
-    print(f"{'model':28} {'target':12} {'ops':>5} {'ours s':>8} {'(infer)':>8} {'TVM s':>8} "
-          f"{'speedup':>8} {'regions':>9} same")
+    print(f"{'model':28} {'target':12} {'ops':>5} {'ours s':>8} {'(infer)':>8} {'op by op':>8} "
+          f"{'TVM s':>8} {'speedup':>8} {'regions':>9} same")
     for target in args.targets.split(","):
         for name in args.models.split(","):
             row = bench_model(name, target, args.repeat, args.predicate)
             rows.append(row)
+            op_by_op = row["ours_op_by_op_s"]
             print(f"{row['model']:28} {row['target']:12} {row['ops']:5d} {row['ours_s']:8.3f} "
-                  f"{row['ours_infer_type_s']:8.3f} {row['tvm_chain_s']:8.3f} {row['speedup']:7.1f}x "
+                  f"{row['ours_infer_type_s']:8.3f} "
+                  f"{'-' if op_by_op is None else f'{op_by_op:8.3f}':>8} "
+                  f"{row['tvm_chain_s']:8.3f} {row['speedup']:7.1f}x "
                   f"{row['regions_ours']:4d}/{row['regions_tvm']:<4d} {row['same_regions']}",
                   flush=True)
     suffix = "_random70" if args.predicate == "random-70%" else ""

@@ -16,31 +16,19 @@ import argparse
 import os
 import sys
 from collections import Counter
-from dataclasses import replace
 from pathlib import Path
 
 os.environ.setdefault("TOPHUB_LOCATION", "NONE")
 
 from partition_lab import zoo  # noqa: E402
 from partition_lab.api import analyze  # noqa: E402
-from partition_lab.core.platform import Platform  # noqa: E402
 from partition_lab.strategies import get_strategy  # noqa: E402
 from partition_lab.targets import get_platform  # noqa: E402
+from partition_lab.targets.devices import without_patterns  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 PLATFORMS = ("neuron", "neuron@2020", "tensorcore")
 MODELS = ("tv:vit_b_16",)
-
-
-def without_patterns(platform: Platform) -> Platform:
-    """``platform`` with every device's target judging op by op."""
-    devices = []
-    for device in platform.devices:
-        target = device.target
-        if getattr(target, "patterns", None):
-            target = target.extend(target.name, patterns=())
-        devices.append(replace(device, target=target))
-    return Platform(platform.name, tuple(devices), platform.links, platform.description)
 
 
 def row(model: str, small: bool, platform_name: str, patterns: bool) -> dict:

@@ -7,6 +7,8 @@ turn targets into devices.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..core.platform import AS_PREPARED, HOST, Device, Platform, host_device
 from .base import TargetSpec
 from .cpu import build as build_cpu
@@ -35,3 +37,16 @@ def accelerator_platform(spec: TargetSpec, *, compiler: str | None = None) -> Pl
                          description=spec.description)
     return Platform(spec.name, (accelerator, host()),
                     description=f"{spec.name} + the host CPU", options=dict(spec.options))
+
+
+def without_patterns(platform: Platform) -> Platform:
+    """``platform`` with every device judging op by op (no pattern units): what support was
+    before patterns, to compare plans with and without them."""
+    devices = []
+    for device in platform.devices:
+        target = device.target
+        if isinstance(target, TargetSpec) and target.patterns:
+            target = target.extend(target.name, patterns=())
+        devices.append(replace(device, target=target))
+    return Platform(platform.name, tuple(devices), platform.links, platform.description,
+                    platform.sources, platform.options)
