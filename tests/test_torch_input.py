@@ -343,6 +343,30 @@ def test_onnx_reduce_over_several_constant_axes_keeps_them_all() -> None:
     np.testing.assert_allclose(got, x.mean(axis=(2, 3), keepdims=True), rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.parametrize("reduction", ["none", None])
+def test_onnx_scatter_nd_with_reduction_none_is_a_plain_update(reduction) -> None:
+    """Opset 18 exporters write ScatterND's default as reduction="none" (Swin-T's shifted
+    windows); TVM 0.19 alone rejects that spelling."""
+    attrs = {} if reduction is None else {"reduction": reduction}
+    indices = numpy_helper.from_array(np.array([[0], [2]], dtype=np.int64), "indices")
+    updates = numpy_helper.from_array(np.full((2, 4), 7.0, dtype=np.float32), "updates")
+    graph = helper.make_graph(
+        [helper.make_node("ScatterND", ["x", "indices", "updates"], ["y"], name="scatter",
+                          **attrs)], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 4])], [indices, updates])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    from partition_lab.relay.frontends._onnx import load_onnx_model
+
+    mod, params = load_onnx_model(onnx.ModelProto.FromString(model.SerializeToString()),
+                                  "scatter.onnx", None)
+    x = np.arange(16, dtype=np.float32).reshape(4, 4)
+    got = run_module(bind_params(mod, params), {"x": x}, opt_level=0)[0]
+    expected = x.copy()
+    expected[[0, 2]] = 7.0
+    np.testing.assert_array_equal(got, expected)
+
+
 def test_torch_is_imported_only_for_pytorch_sources(tmp_path) -> None:
     """An ONNX user without torch (or who does not want its import time) never loads it."""
     script = (

@@ -90,7 +90,8 @@ def _convert(
         # freeze_params=True freezes only what lift_weights left as initializers (shapes, axes,
         # scales), and makes TVM run DynamicToStatic: mxnet.onnx computes Reshape targets with
         # Shape/Slice/Concat, which would otherwise stay dynamic reshapes of unknown rank.
-        with warnings.catch_warnings(), incremental_inference(), _multi_axis_reductions():
+        with warnings.catch_warnings(), incremental_inference(), _multi_axis_reductions(), \
+                _scatter_nd_reduction_none():
             warnings.simplefilter("ignore")  # TVM re-runs the checker and warns what it finds
             mod, _ = relay.frontend.from_onnx(model, shape=dict(shapes), dtype=dict(dtypes),
                                               freeze_params=True)
@@ -134,6 +135,33 @@ def _multi_axis_reductions() -> Iterator[None]:
         yield
     finally:
         onnx_frontend.Reduce._impl_v13 = original
+
+
+@contextlib.contextmanager
+def _scatter_nd_reduction_none() -> Iterator[None]:
+    """Convert ``ScatterND`` with ``reduction="none"``, the spelling opset 16+ exporters write.
+
+    ONNX names the plain update ``"none"`` (its default); TVM 0.19's converter knows it only as a
+    missing attribute and rejects ``"none"`` (Swin-T's window shifts, exported by ``torch.onnx``
+    at opset 18, do not load). ``"none"`` is converted as the plain update it is.
+    """
+    originals = {version: onnx_frontend.ScatterND.__dict__[version]
+                 for version in ("_impl_v16", "_impl_v18")}
+
+    def plain_update(original: Any) -> Any:
+        def converted(cls: type, inputs: Any, attr: dict, params: Any) -> relay.Expr:
+            if attr.get("reduction") in (b"none", "none"):
+                attr = {key: value for key, value in attr.items() if key != "reduction"}
+            return original.__func__(cls, inputs, attr, params)
+        return classmethod(converted)
+
+    for version, original in originals.items():
+        setattr(onnx_frontend.ScatterND, version, plain_update(original))
+    try:
+        yield
+    finally:
+        for version, original in originals.items():
+            setattr(onnx_frontend.ScatterND, version, original)
 
 
 #: TVM's report when a Reshape's target does not hold as many elements as its input.
