@@ -28,7 +28,7 @@ from partition_lab.targets.devices import without_patterns  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 PLATFORMS = ("neuron", "neuron@2020", "tensorcore")
-MODELS = ("tv:vit_b_16",)
+MODELS = ("tv:vit_b_16", "tv:swin_t")
 
 
 def row(model: str, small: bool, platform_name: str, patterns: bool) -> dict:

@@ -45,7 +45,7 @@ TV = zoo.torchvision_names()
 
 def test_torchvision_builds_are_listed_apart_with_what_they_need() -> None:
     assert TV == ["tv:resnet50", "tv:resnet152", "tv:simple_pose_resnet152", "tv:fcn_resnet101",
-                  "tv:mobilenet_v2", "tv:vit_b_16"]
+                  "tv:mobilenet_v2", "tv:vit_b_16", "tv:swin_t"]
     assert not set(TV) & set(zoo.names() + zoo.evaluation_names())  # both frontends load those
     pose = zoo.info("tv:simple_pose_resnet152")
     assert pose.needs == ("torch", "torchvision", "onnxscript") and pose.frontends == ("onnx",)

@@ -307,6 +307,18 @@ TORCHVISION["tv:vit_b_16"] = ZooEntry(
     {"nn.conv2d": 1, "nn.dense": 9, "nn.batch_matmul": 4, "nn.softmax": 2, "variance": 5,
      "erf": 2}, frontends=("onnx",), frontend_note=_TV_NOTE,
     built_with="torch")
+TORCHVISION["tv:swin_t"] = ZooEntry(
+    "tv:swin_t", "torchvision Swin-T image classifier (shifted-window attention)",
+    {"data": (1, 3, 224, 224)}, "float32", TORCHVISION_SOURCE,
+    "its shifted windows build their attention mask with ScatterND (reduction \"none\" at "
+    "opset 18), which TVM 0.19 alone cannot convert (issue 20)",
+    "32x32 input, embedding 16, two stages of two blocks, window 4, 10 classes",
+    {"data": (1, 3, 32, 32)},
+    {"nn.conv2d": 1, "nn.dense": 52, "nn.batch_matmul": 24, "nn.softmax": 12, "variance": 29,
+     "erf": 12, "scatter_nd": 90},
+    {"nn.conv2d": 1, "nn.dense": 18, "nn.batch_matmul": 8, "nn.softmax": 4, "variance": 11,
+     "erf": 4, "scatter_nd": 18}, frontends=("onnx",), frontend_note=_TV_NOTE,
+    built_with="torch")
 ENTRIES.update(TORCHVISION)
 
 

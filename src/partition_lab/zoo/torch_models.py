@@ -101,3 +101,14 @@ def vit_b_16(small: bool) -> Any:
             image_size=32, patch_size=16, num_layers=2, num_heads=2, hidden_dim=32, mlp_dim=64,
             num_classes=10)
     return torchvision.models.vit_b_16(weights=None)
+
+
+def swin_t(small: bool) -> Any:
+    """Swin-T (224x224, depths 2-2-6-2, window 7); small: 32x32 input, embedding 16, two stages
+    of two blocks (the second of each shifted, so its ScatterND-built attention mask), window 4,
+    10 classes."""
+    if small:
+        return torchvision.models.SwinTransformer(
+            patch_size=[4, 4], embed_dim=16, depths=[2, 2], num_heads=[2, 2], window_size=[4, 4],
+            num_classes=10)
+    return torchvision.models.swin_t(weights=None)
