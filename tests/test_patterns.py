@@ -191,3 +191,26 @@ def test_a_target_file_declares_patterns_and_a_typo_is_one_line(tmp_path, capsys
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "unknown pattern 'layer_nrom'" in err and str(bad) in err
     assert not out.exists()
+
+
+def test_attention_with_a_folded_mask_and_a_nan_guard_is_one_unit() -> None:
+    """What ``torch.export`` writes for a Hugging Face BERT's masked attention: a constant mask
+    added before the softmax and ``where(isnan(p), 0, p)`` after it (nodes as imported)."""
+    b = OpGraphBuilder("bert_attention")
+    scores_shape = TensorType((1, 2, 16, 16), "float32")
+    q, k, v = (b.input(name, TensorType((2, 16, 16), "float32")) for name in "qkv")
+    scores = b.op("nn.batch_matmul", [q, k], name="sdpa/bmm")
+    scores = b.op("reshape", [scores], outputs=[scores_shape], name="sdpa/reshape")
+    masked = b.op("add", [scores], weights=[scores_shape], name="sdpa/mask")
+    p = b.op("nn.softmax", [masked], name="sdpa/softmax")
+    nan = b.op("isnan", [p], outputs=[TensorType((1, 2, 16, 16), "bool")], name="sdpa/isnan")
+    p = b.op("where", [nan, p], weights=[SCALAR], outputs=[scores_shape], name="sdpa/where")
+    p = b.op("reshape", [p], outputs=[TensorType((2, 16, 16), "float32")], name="sdpa/reshape#2")
+    out = b.op("nn.batch_matmul", [p, v], name="sdpa/bmm#2")
+    graph = b.build(outputs=[out])
+    (unit,) = find_units(graph)
+    assert unit.name == "attention" and "NaN guard" in unit.pattern.form
+    assert len(unit.nodes) == len(graph)
+    support = _support(get_platform("neuron"), graph)
+    isnan = next(n.id for n in graph if n.op == "isnan")
+    assert support.verdict(isnan, 0).supported  # isnan is not on neuron's list; the unit is

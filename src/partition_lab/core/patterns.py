@@ -278,21 +278,33 @@ def _cast_scale() -> Pattern:
                    "a constant scale cast to its operand's dtype (folds into the multiply)")
 
 
-def _attention(scale: str, mask: bool, reshape: bool) -> Pattern:
-    """batch_matmul(q, k) [reshape] [* or / scale] [+ mask] softmax [reshape] batch_matmul(., v)."""
+def _attention(scale: str, mask: str, reshape: bool, guard: bool) -> Pattern:
+    """batch_matmul(q, k) [reshape] [* or / scale] [+ mask] softmax [NaN guard] [reshape]
+    batch_matmul(., v).
+
+    ``mask`` is ``"tensor"`` (an input), ``"constant"`` (folded into the graph, as a model with a
+    fixed-shape input gets it) or empty; ``guard`` is ``where(isnan(p), 0, p)`` after the softmax,
+    what ``torch.export`` writes for a masked ``scaled_dot_product_attention``.
+    """
     steps = [Step.of("nn.batch_matmul", "q", "k")]
     if reshape:
         steps.append(Step.of("reshape", len(steps) - 1))
     if scale:
         steps.append(Step.of(scale, len(steps) - 1))
-    if mask:
+    if mask == "tensor":
         steps.append(Step.of("add", len(steps) - 1, "mask"))
+    elif mask == "constant":
+        steps.append(Step.of("add", len(steps) - 1))
     steps.append(Step.of("nn.softmax", len(steps) - 1))
+    if guard:
+        probabilities = len(steps) - 1
+        steps += [Step.of("isnan", probabilities), Step.of("where", probabilities + 1,
+                                                           probabilities)]
     if reshape:
         steps.append(Step.of("reshape", len(steps) - 1))
     steps.append(Step.of("nn.batch_matmul", len(steps) - 1, "v"))
-    form = ", ".join(filter(None, [scale and f"{scale} scale", mask and "mask",
-                                   reshape and "4-d reshapes"])) or "plain"
+    form = ", ".join(filter(None, [scale and f"{scale} scale", mask and f"{mask} mask",
+                                   guard and "NaN guard", reshape and "4-d reshapes"])) or "plain"
     return Pattern("attention", tuple(steps), ("nn.batch_matmul", "nn.softmax"), form,
                    "scaled dot-product attention: softmax(q k^T [scale] [+ mask]) v")
 
@@ -304,8 +316,9 @@ PATTERNS: tuple[Pattern, ...] = (
     *(_rms_norm(f, a) for f in ("x*x", "power") for a in (True, False)),
     _gelu_erf("x/sqrt2"), _gelu_erf("x*(1/sqrt2)"), _gelu_erf_half_first(), _gelu_tanh(),
     _silu(), _hard_swish(), _hard_sigmoid(), _softmax(), _cast_scale(),
-    *(_attention(scale, mask, reshape) for scale in ("", "multiply", "divide")
-      for mask in (False, True) for reshape in (False, True)),
+    *(_attention(scale, mask, reshape, guard) for scale in ("", "multiply", "divide")
+      for mask in ("", "tensor", "constant") for reshape in (False, True)
+      for guard in (False, True)),
 )
 
 #: Pattern names, for did-you-mean in target files.
