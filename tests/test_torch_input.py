@@ -367,6 +367,26 @@ def test_onnx_scatter_nd_with_reduction_none_is_a_plain_update(reduction) -> Non
     np.testing.assert_array_equal(got, expected)
 
 
+def test_a_node_the_converter_fails_on_is_named_in_one_line(tmp_path, capsys) -> None:
+    """ScatterND's reduction "max" needs opset 18 in TVM 0.19: the error names the node (its
+    PyTorch module path), the op and the opset, in one line."""
+    indices = numpy_helper.from_array(np.array([[0], [2]], dtype=np.int64), "indices")
+    updates = numpy_helper.from_array(np.full((2, 4), 7.0, dtype=np.float32), "updates")
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["r"], name="features.1.0.relu"),
+         helper.make_node("ScatterND", ["r", "indices", "updates"], ["y"],
+                          name="features.1.1.attn/scatter", reduction="max")], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 4])], [indices, updates])
+    path = tmp_path / "scatter.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 16)]), path)
+    assert main(["partition", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0
+    assert "node 'features.1.1.attn/scatter'" in err and "(ScatterND, opset 16)" in err
+    assert "max" in err
+
+
 def test_torch_is_imported_only_for_pytorch_sources(tmp_path) -> None:
     """An ONNX user without torch (or who does not want its import time) never loads it."""
     script = (

@@ -91,7 +91,7 @@ def _convert(
         # scales), and makes TVM run DynamicToStatic: mxnet.onnx computes Reshape targets with
         # Shape/Slice/Concat, which would otherwise stay dynamic reshapes of unknown rank.
         with warnings.catch_warnings(), incremental_inference(), _multi_axis_reductions(), \
-                _scatter_nd_reduction_none():
+                _scatter_nd_reduction_none(), _naming_the_failing_node(label):
             warnings.simplefilter("ignore")  # TVM re-runs the checker and warns what it finds
             mod, _ = relay.frontend.from_onnx(model, shape=dict(shapes), dtype=dict(dtypes),
                                               freeze_params=True)
@@ -135,6 +135,33 @@ def _multi_axis_reductions() -> Iterator[None]:
         yield
     finally:
         onnx_frontend.Reduce._impl_v13 = original
+
+
+@contextlib.contextmanager
+def _naming_the_failing_node(label: str) -> Iterator[None]:
+    """A converter that fails on one node (an assertion on an attribute it does not handle, a
+    shape it did not expect) raises :class:`UnsupportedOperatorError` naming that node, its op
+    and the opset; a node exported from PyTorch is named by its module path
+    (``features.1.1.attn/...``)."""
+    original = onnx_frontend.GraphProto.__dict__["_convert_operator"]
+
+    def converting(self: Any, op_name: str, inputs: Any, attrs: dict, opset: int) -> Any:
+        try:
+            return original(self, op_name, inputs, attrs, opset)
+        # TVM's own errors (type inference: a Reshape that no longer fits the input shapes)
+        # are explained by the callers; these are a converter not expecting its node.
+        except (AssertionError, ValueError, IndexError, KeyError, TypeError) as exc:
+            node = attrs.get("tvm_custom", {}).get("name", "?")
+            raise UnsupportedOperatorError(
+                f"TVM's ONNX frontend cannot convert node {node!r} of {label} ({op_name}, "
+                f"opset {opset}): {_first_line(exc) or type(exc).__name__}. Replace that "
+                "operator in the model (or re-export it with a different opset)") from exc
+
+    onnx_frontend.GraphProto._convert_operator = converting
+    try:
+        yield
+    finally:
+        onnx_frontend.GraphProto._convert_operator = original
 
 
 @contextlib.contextmanager
