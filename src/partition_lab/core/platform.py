@@ -204,12 +204,16 @@ def platform_from_records(name: str, records: Sequence[Mapping[str, Any]]) -> Pl
     return Platform(name, tuple(devices))
 
 
+def compiler_name(device_name: str) -> str:
+    """A BYOC ``Compiler`` name from a device name (``neuron@2020`` -> ``neuron_2020``)."""
+    return "".join(c if c.isalnum() or c == "_" else "_" for c in device_name)
+
+
 def one_accelerator_platform(name: str) -> Platform:
     """An accelerator ``name`` that takes every op + the host (``cpu``: the host alone): the
     platform of the older one-accelerator records (plan schema ``plan/1``, a verdict list),
     whose verdicts come from the record, and of synthetic tests."""
     if name == HOST:
         return Platform(HOST, (host_device(),))
-    compiler = "".join(c if c.isalnum() or c == "_" else "_" for c in name)
     return Platform(name, (Device(name, AcceptsAll(name), role="byoc", memory="accel",
-                                  preference=10, compiler=compiler), host_device()))
+                                  preference=10, compiler=compiler_name(name)), host_device()))

@@ -20,9 +20,10 @@ with several devices from a platform file (:func:`load_platform_file`).
 
 from __future__ import annotations
 
+from ..core.platform import compiler_name
 from ..errors import TargetSpecError, UnknownTargetError
 from .base import TargetSpec
-from .devices import accelerator_platform, compiler_name
+from .devices import accelerator_platform
 from .platform_files import get_platform, load_platform_file
 from .registry import (
     available_targets,

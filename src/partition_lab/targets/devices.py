@@ -9,14 +9,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..core.platform import AS_PREPARED, HOST, Device, Platform, host_device
+from ..core.platform import AS_PREPARED, HOST, Device, Platform, compiler_name, host_device
 from .base import TargetSpec
 from .cpu import build as build_cpu
-
-
-def compiler_name(device_name: str) -> str:
-    """A BYOC ``Compiler`` name from a device name (``neuron@2020`` -> ``neuron_2020``)."""
-    return "".join(c if c.isalnum() or c == "_" else "_" for c in device_name)
 
 
 def host(precision: str = AS_PREPARED) -> Device:

@@ -17,10 +17,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..core.platform import AS_PREPARED, HOST_COLOUR, Device, Link, Platform
+from ..core.platform import AS_PREPARED, HOST_COLOUR, Device, Link, Platform, compiler_name
 from ..errors import TargetSpecError
 from .base import TargetSpec
-from .devices import accelerator_platform, compiler_name, host
+from .devices import accelerator_platform, host
 from .registry import builtin_platform, get_target
 
 #: Colours of a platform file's devices that name none, in device order.

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -51,9 +51,8 @@ from tvm import relay
 from ...core.graph import TensorType
 from ...core.patterns import Unit
 from ...core.plan import PartitionPlan, Region
-from ...core.platform import Device, Platform
+from ...core.platform import Device, Platform, compiler_name
 from ...errors import PartitionLabError
-from ...targets import compiler_name
 from ..relay_graph import RelayGraph, array_items
 
 Env = dict[tuple[int, int], relay.Expr]
@@ -237,25 +236,15 @@ class _Outliner:
         params: list[relay.Var] = []
         call_args: list[relay.Expr] = []
         # Inputs: every tensor a member consumes that is produced outside the region.
-        for node in nodes:
-            for pred in self.graph.predecessors(node):
-                if pred in members:
-                    continue
-                for index in self.graph.nx.edges[pred, node]["indices"]:
-                    if (pred, index) in local_env:
-                        continue
-                    var = relay.Var(f"{symbol}_in{len(params)}",
-                                    _relay_type(self.graph[pred].outputs[index]))
-                    local_env[(pred, index)] = var
-                    params.append(var)
-                    call_args.append(self._tensor_for((pred, index), main_env[(pred, index)], side))
-            for tensor in self.graph.graph_inputs.values():
-                if node in tensor.consumers and tensor.input_name not in local_inputs:
-                    var = relay.Var(f"{symbol}_in{len(params)}", _relay_type(tensor.spec))
-                    local_inputs[tensor.input_name] = var
-                    params.append(var)
-                    call_args.append(self._input_for(
-                        tensor.input_name, main_inputs[tensor.input_name], side))
+        for ref, spec in self._reads_from_outside(nodes):
+            var = relay.Var(f"{symbol}_in{len(params)}", _relay_type(spec))
+            params.append(var)
+            if isinstance(ref, str):
+                local_inputs[ref] = var
+                call_args.append(self._input_for(ref, main_inputs[ref], side))
+            else:
+                local_env[ref] = var
+                call_args.append(self._tensor_for(ref, main_env[ref], side))
         units = self._units_in(members) if compiler is not None else {}
         for node in nodes:
             unit = units.get(node)
@@ -286,6 +275,22 @@ class _Outliner:
             main_env[ref] = call if len(outputs) == 1 else relay.TupleGetItem(call, k)
         functions[gvar] = func
 
+    def _reads_from_outside(self, nodes: Sequence[int]
+                            ) -> list[tuple[tuple[int, int] | str, TensorType]]:
+        """The tensors ``nodes`` read that are produced outside them, each once, in order: a
+        node output as ``(node, index)``, a graph input by its name."""
+        members = set(nodes)
+        found: dict[tuple[int, int] | str, TensorType] = {}
+        for node in nodes:
+            for pred in self.graph.predecessors(node):
+                if pred not in members:
+                    for index in self.graph.nx.edges[pred, node]["indices"]:
+                        found.setdefault((pred, index), self.graph[pred].outputs[index])
+            for tensor in self.graph.graph_inputs.values():
+                if node in tensor.consumers:
+                    found.setdefault(tensor.input_name, tensor.spec)
+        return list(found.items())
+
     def _units_in(self, members: set[int]) -> dict[int, Unit]:
         """``{node: unit}`` for the pattern units wholly inside a region."""
         return {node: unit for unit in self.plan.support.units
@@ -294,27 +299,19 @@ class _Outliner:
     def _composite(self, unit: Unit, env: Env, inputs: dict[str, relay.Var]) -> None:
         """The unit as a call of a ``Composite=<pattern>`` function (TVM's BYOC convention:
         what ``MergeComposite`` makes), its inputs the tensors it reads from outside."""
-        inside = set(unit.nodes)
         sub_env: Env = {}
         sub_inputs: dict[str, relay.Var] = {}
         params: list[relay.Var] = []
         args: list[relay.Expr] = []
-        for node in unit.nodes:
-            for pred in self.graph.predecessors(node):
-                for index in self.graph.nx.edges[pred, node]["indices"]:
-                    if pred in inside or (pred, index) in sub_env:
-                        continue
-                    var = relay.Var(f"{unit.name}_in{len(params)}",
-                                    _relay_type(self.graph[pred].outputs[index]))
-                    sub_env[(pred, index)] = var
-                    params.append(var)
-                    args.append(env[(pred, index)])
-            for tensor in self.graph.graph_inputs.values():
-                if node in tensor.consumers and tensor.input_name not in sub_inputs:
-                    var = relay.Var(f"{unit.name}_in{len(params)}", _relay_type(tensor.spec))
-                    sub_inputs[tensor.input_name] = var
-                    params.append(var)
-                    args.append(inputs[tensor.input_name])
+        for ref, spec in self._reads_from_outside(unit.nodes):
+            var = relay.Var(f"{unit.name}_in{len(params)}", _relay_type(spec))
+            params.append(var)
+            if isinstance(ref, str):
+                sub_inputs[ref] = var
+                args.append(inputs[ref])
+            else:
+                sub_env[ref] = var
+                args.append(env[ref])
         for node in unit.nodes:
             self._rebuild_node(node, sub_env, sub_inputs, None)
         output = unit.output
