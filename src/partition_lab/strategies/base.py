@@ -57,7 +57,7 @@ class Strategy:
         if cost_model is None:
             raise PartitionLabError(
                 f"strategy {self.name!r} needs a cost model (pass cost_model=, e.g. "
-                "partition_lab.cost_models.get_cost_model(target))")
+                "partition_lab.cost_models.get_cost_model(platform))")
         return cost_model
 
 
