@@ -214,3 +214,57 @@ def test_attention_with_a_folded_mask_and_a_nan_guard_is_one_unit() -> None:
     support = _support(get_platform("neuron"), graph)
     isnan = next(n.id for n in graph if n.op == "isnan")
     assert support.verdict(isnan, 0).supported  # isnan is not on neuron's list; the unit is
+
+
+# ------------------------------------------------------------------------------ priced whole
+def test_a_unit_is_priced_as_one_op_where_its_device_declares_the_pattern() -> None:
+    """On neuron (which declares layer_norm) the LayerNorm costs one op: one op overhead and
+    only the tensors it reads from outside and its output; op by op it pays nine overheads and
+    every intermediate tensor. Plan totals and the strategies' tables agree."""
+    from partition_lab.core.patterns import composite_node
+    from partition_lab.cost_models.base import evaluate, node_times
+    from partition_lab.strategies.costing import CostTables
+
+    graph = block()
+    platform = get_platform("neuron")
+    support = _support(platform, graph)
+    model = get_cost_model(platform)
+    unit = next(u for u in support.units if u.name == "layer_norm")
+    composite = composite_node(graph, unit)
+    assert composite.op == "composite:layer_norm" and len(composite.inputs) == 1
+    assert composite.flops == sum(graph[n].flops for n in unit.nodes)
+    whole = node_times(model, graph, platform, "neuron", support.units)
+    alone = [model.op_time(graph[n], "neuron") for n in unit.nodes]
+    assert sum(whole[n] for n in unit.nodes) == pytest.approx(model.op_time(composite, "neuron"))
+    assert sum(whole[n] for n in unit.nodes) < sum(alone) / 3  # nine launches became one
+    # The host declares no pattern: op by op there.
+    assert node_times(model, graph, platform, "cpu", support.units) == [
+        model.op_time(node, "cpu") for node in graph]
+    plan = get_strategy("greedy").run(graph, support)
+    tables = CostTables(graph, model, platform, support.units)
+    devices = [platform.index(d.device) for d in plan.decisions]
+    regions = [r.nodes for r in plan.regions]
+    assert tables.total(devices, regions) == pytest.approx(evaluate(plan, model).total)
+    # The same assignment without units (the support op by op) pays more.
+    no_units = Support(platform, {d.name: support.of(d.name) for d in platform.devices})
+    op_by_op = plan.__class__.from_devices(graph, no_units, "by-op",
+                                           [d.device for d in plan.decisions])
+    assert evaluate(op_by_op, model).total > evaluate(plan, model).total
+
+
+def test_an_attention_unit_is_matrix_work_and_a_silu_vector_work() -> None:
+    from partition_lab.core.ops import op_class
+    from partition_lab.core.patterns import composite_node
+
+    b = OpGraphBuilder("attention")
+    q, k, v = (b.input(name, TensorType((2, 16, 8), "float32")) for name in "qkv")
+    scores = b.op("nn.batch_matmul", [q, k], flops=2 * 2 * 16 * 16 * 8)
+    probabilities = b.op("nn.softmax", [scores])
+    out = b.op("nn.batch_matmul", [probabilities, v], flops=2 * 2 * 16 * 16 * 8)
+    gate = b.op("sigmoid", [out])
+    graph = b.build(outputs=[b.op("multiply", [out, gate])])
+    attention, silu = find_units(graph)
+    assert (attention.name, silu.name) == ("attention", "silu")
+    assert op_class(composite_node(graph, attention)) == "matrix"
+    assert op_class(composite_node(graph, silu)) == "vector"
+    assert len(composite_node(graph, attention).inputs) == 3  # q, k, v; not the scores

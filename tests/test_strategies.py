@@ -126,7 +126,7 @@ def test_every_strategy_gives_a_valid_explained_plan_and_optimal_is_lowest(case,
             assert d.reason, (row.strategy, graph[d.node].name)
             if d.device == HOST and verdicts[d.node].supported and row.strategy != "all_cpu":
                 assert "the strategy kept it on the CPU" not in d.reason, d.reason
-        tables = CostTables(graph, model, plan.platform)
+        tables = CostTables(graph, model, plan.platform, plan.support.units)
         device = [plan.platform.index(d.device) for d in plan.decisions]
         regions = [r.nodes for r in plan.regions]
         assert tables.total(device, regions) == pytest.approx(row.total_s, rel=1e-9)

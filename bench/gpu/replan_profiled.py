@@ -121,7 +121,7 @@ def replan_bundle(path: Path, cache: dict[str, Any], variants: int,
     if not support.platform.main.is_host:
         plans[BASELINE] = baseline_plan(graph, support)
     plans.update(variant_plans(plans["greedy"], variants))
-    tables = {p: CostTables(graph, m, support.platform) for p, m in models.items()}
+    tables = {p: CostTables(graph, m, support.platform, support.units) for p, m in models.items()}
     predicted = {p: {name: price(plan, m, tables[p]) for name, plan in plans.items()}
                  for p, m in models.items()}
     keys: dict[tuple, str] = {}

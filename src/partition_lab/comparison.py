@@ -195,7 +195,7 @@ def compare_plans(
     chosen = [get_strategy(s) if isinstance(s, str) else s
               for s in (strategies if strategies is not None else available_strategies())]
     # The plans' uncertainty needs every op priced on every device: only when the model has one.
-    tables = (CostTables(graph, cost_model, support.platform)
+    tables = (CostTables(graph, cost_model, support.platform, support.units)
               if any(hasattr(cost_model, m) for m in UNCERTAINTY_METHODS) else None)
     is_measured = getattr(cost_model, "is_measured", None)
     rows: list[ComparisonRow] = []

@@ -41,8 +41,12 @@ def op_class(node: OpNode) -> str:
     """``"matrix"``, ``"vector"`` or ``"data"``: which engine and efficiency an op gets.
 
     Grouped and depthwise convolutions count as vector work: a systolic array or Tensor Core
-    GEMM cannot fill its tiles with them.
+    GEMM cannot fill its tiles with them. A composite (a pattern's unit priced as one op,
+    :func:`~.patterns.composite_node`) is matrix work if one of its members is (attention).
     """
+    members = node.attrs.get("members")
+    if members is not None and node.op.startswith("composite:"):
+        return "matrix" if MATRIX_OPS.intersection(members) else "vector"
     if node.op in MATRIX_OPS:
         groups = node.attrs.get("groups", 1)
         return "vector" if isinstance(groups, int) and groups > 1 else "matrix"

@@ -22,22 +22,39 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from .graph import OpGraph
+from .graph import OpGraph, OpNode, TensorType
 
 Arg = int | str
 
 
 @dataclass(frozen=True)
 class Step:
-    """One op of a pattern: its op names and its arguments (earlier steps or named values)."""
+    """One op of a pattern: its op names, its arguments (earlier steps or named values) and
+    attribute constraints (``(("axis", (-1,)),)``: the node's attribute must equal the value;
+    lists and tuples compare alike)."""
 
     ops: frozenset[str]
     args: tuple[Arg, ...]
+    attrs: tuple[tuple[str, Any], ...] = ()
 
     @classmethod
-    def of(cls, ops: str | Iterable[str], *args: Arg) -> Step:
-        return cls(frozenset([ops] if isinstance(ops, str) else ops), tuple(args))
+    def of(cls, ops: str | Iterable[str], *args: Arg, **attrs: Any) -> Step:
+        return cls(frozenset([ops] if isinstance(ops, str) else ops), tuple(args),
+                   tuple((name, _plain(value)) for name, value in sorted(attrs.items())))
+
+    def accepts(self, node: OpNode) -> bool:
+        """Whether ``node`` has one of this step's ops and every constrained attribute."""
+        return node.op in self.ops and all(
+            name in node.attrs and _plain(node.attrs[name]) == value for name, value in self.attrs)
+
+
+def _plain(value: Any) -> Any:
+    """``value`` with lists turned into tuples (recursively), so TOML lists match Relay tuples."""
+    if isinstance(value, list | tuple):
+        return tuple(_plain(v) for v in value)
+    return value
 
 
 @dataclass(frozen=True)
@@ -132,7 +149,7 @@ def _solve(graph: OpGraph, pattern: Pattern, inputs: _Inputs, step: int,
     node = graph[assign[step]]
     spec = pattern.steps[step]
     tensors = inputs.of[node.id]
-    if node.op not in spec.ops or len(tensors) != len(spec.args):
+    if not spec.accepts(node) or len(tensors) != len(spec.args):
         return None
     for order in _orders(len(tensors)):
         trial, names = dict(assign), dict(bind)
@@ -195,6 +212,32 @@ def find_units(graph: OpGraph, patterns: Iterable[Pattern] | None = None) -> lis
                 units.append(unit)
                 taken.update(unit.nodes)
     return sorted(units, key=lambda u: u.output)
+
+
+#: The op name prefix of a unit priced as one op (:func:`composite_node`).
+COMPOSITE_OP_PREFIX = "composite:"
+
+
+def composite_node(graph: OpGraph, unit: Unit) -> OpNode:
+    """The unit as one op, as a compiler that maps it to one kernel runs it: op
+    ``composite:<pattern>``, the unit's FLOPs, the tensors it reads from outside, its weights and
+    its output's outputs (intermediate tensors never reach memory). ``attrs["members"]`` lists
+    the ops it stands for (:func:`~.ops.op_class` reads them). Cost models price this node in
+    place of the unit's ops.
+    """
+    inside = set(unit.nodes)
+    reads: dict[str, TensorType] = {}
+    for tensor in graph.tensors:
+        if tensor.producer not in inside and inside.intersection(tensor.consumers):
+            reads.setdefault(tensor.key, tensor.spec)
+    members = [graph[n] for n in unit.nodes]
+    output = graph[unit.output]
+    return OpNode(
+        id=output.id, op=COMPOSITE_OP_PREFIX + unit.name, name=output.name,
+        source_name=output.source_name, inputs=tuple(reads.values()), outputs=output.outputs,
+        weights=tuple(w for node in members for w in node.weights),
+        attrs={"members": tuple(node.op for node in members)},
+        flops=sum(node.flops for node in members))
 
 
 def unit_of_node(units: Sequence[Unit]) -> Mapping[int, Unit]:

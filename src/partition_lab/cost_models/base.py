@@ -15,10 +15,12 @@ consumers it has there; graph inputs start on the host and graph outputs end the
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from ..core.graph import OpNode
+from ..core.graph import OpGraph, OpNode
+from ..core.patterns import Unit, composite_node
 from ..core.platform import Platform
 
 if TYPE_CHECKING:
@@ -130,14 +132,48 @@ def require_platform(platform: Any, who: str) -> Platform:
     return platform
 
 
+def node_times(model: CostModel, graph: OpGraph, platform: Platform, device: str,
+               units: Sequence[Unit] = ()) -> list[float]:
+    """Every node's time on ``device``; each unit of a pattern the device's target declares is
+    priced as one op (:func:`~partition_lab.core.patterns.composite_node`: one launch, its
+    intermediates never in memory, as the compiler that maps it to one kernel runs it).
+
+    The unit's time is shared among its nodes in proportion to their own times, so that a plan
+    prices the same whichever node a region boundary names; strategies keep a unit on one device.
+    """
+    many = getattr(model, "op_times", None)
+    times = list(many(graph.nodes, device)) if many else [model.op_time(n, device) for n in graph]
+    for unit in priced_whole(platform, device, units):
+        whole = model.op_time(composite_node(graph, unit), device)
+        own = [times[n] for n in unit.nodes]
+        total = sum(own)
+        for node, alone in zip(unit.nodes, own, strict=True):
+            times[node] = whole * (alone / total if total > 0 else 1 / len(own))
+    return times
+
+
+def priced_whole(platform: Platform, device: str, units: Sequence[Unit]) -> list[Unit]:
+    """The units that ``device`` runs as one op: those whose pattern its target declares."""
+    if not units or device not in platform.names:
+        return []
+    declared = getattr(platform.devices[platform.index(device)].target, "patterns", ())
+    return [unit for unit in units if unit.name in declared]
+
+
 def evaluate(plan: PartitionPlan, model: CostModel) -> CostBreakdown:
-    """Predicted time of a plan under ``model``, explained per region and per cut."""
+    """Predicted time of a plan under ``model``, explained per region and per cut; units of
+    patterns priced as one op each where their device declares the pattern (:func:`node_times`).
+    """
     graph = plan.graph
-    node_times = tuple(model.op_time(graph[d.node], d.device) for d in plan.decisions)
+    units = plan.support.units
+    by_device = {device: node_times(model, graph, plan.platform, device, units)
+                 for device in {d.device for d in plan.decisions}} if units else {}
+    node_times_ = tuple(by_device[d.device][d.node] if units
+                        else model.op_time(graph[d.node], d.device) for d in plan.decisions)
     regions = tuple(
         RegionCost(
             region=r.id, label=r.label, device=r.device, ops=len(r.nodes),
-            compute=sum(node_times[n] for n in r.nodes),
+            compute=sum(node_times_[n] for n in r.nodes),
             # CPU islands are plain host code: no invocation overhead unless the model says so.
             overhead=model.region_overhead(r.device),
         )
@@ -152,4 +188,4 @@ def evaluate(plan: PartitionPlan, model: CostModel) -> CostBreakdown:
         )
         for t, src, dst in plan.crossing_tensors()
     )
-    return CostBreakdown(model.name, regions, cuts, node_times)
+    return CostBreakdown(model.name, regions, cuts, node_times_)

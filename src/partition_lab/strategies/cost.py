@@ -45,7 +45,7 @@ class CostBased(RobustOptions, Strategy):
     def plan(self, graph: OpGraph, support: Support,
              cost_model: CostModel | None = None) -> PartitionPlan:
         model = self.require_model(cost_model)
-        tables = CostTables(graph, model, support.platform)
+        tables = CostTables(graph, model, support.platform, support.units)
         state, regions = greedy_start(graph, support)
         greedy, greedy_regions = state.copy(), regions
         result = improve(state, regions, tables, max_rounds=self.max_rounds,

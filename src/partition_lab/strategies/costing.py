@@ -16,8 +16,9 @@ import math
 from collections.abc import Iterable, Sequence
 
 from ..core.graph import OpGraph
+from ..core.patterns import Unit
 from ..core.platform import Platform
-from ..cost_models.base import CostModel
+from ..cost_models.base import CostModel, node_times
 
 #: The uncertainty interface of a cost model (see :mod:`partition_lab.strategies.robust`).
 UNCERTAINTY_METHODS = ("op_sigma", "transfer_sigma", "overhead_sigma", "device_sigma")
@@ -34,17 +35,17 @@ class CostTables:
     producers and consumers.
     """
 
-    def __init__(self, graph: OpGraph, model: CostModel, platform: Platform) -> None:
+    def __init__(self, graph: OpGraph, model: CostModel, platform: Platform,
+                 units: Sequence[Unit] = ()) -> None:
         self.graph = graph
         self.model = model
         self.platform = platform
         names = platform.names
         self.devices = len(names)
         self.host = platform.host_index
-        many = getattr(model, "op_times", None)
-        self.time: list[list[float]] = [
-            list(many(graph.nodes, name)) if many else [model.op_time(n, name) for n in graph]
-            for name in names]
+        # Units of a pattern a device declares cost one op there (cost_models.base.node_times).
+        self.time: list[list[float]] = [node_times(model, graph, platform, name, units)
+                                        for name in names]
         self.overhead = [model.region_overhead(name) for name in names]
         domains = platform.domains()
         self.domain_count = len(domains)

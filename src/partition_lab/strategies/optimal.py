@@ -69,7 +69,7 @@ class Optimal(RobustOptions, Strategy):
              cost_model: CostModel | None = None) -> PartitionPlan:
         model = self.require_model(cost_model)
         start = time.perf_counter()
-        tables = CostTables(graph, model, support.platform)
+        tables = CostTables(graph, model, support.platform, support.units)
         tables.restrict([support.allowed(n) for n in range(len(graph))])
         free = [n for n in range(len(graph)) if len(support.allowed(n)) > 1]
         candidates = _strategy_candidates(graph, support, model, tables)
