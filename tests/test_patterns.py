@@ -268,3 +268,84 @@ def test_an_attention_unit_is_matrix_work_and_a_silu_vector_work() -> None:
     assert op_class(composite_node(graph, attention)) == "matrix"
     assert op_class(composite_node(graph, silu)) == "vector"
     assert len(composite_node(graph, attention).inputs) == 3  # q, k, v; not the scores
+
+
+# ------------------------------------------------------------------------------ custom patterns
+MISH = '''
+name = "npu"
+supported = ["exp", "add", "log", "multiply", "nn.dense"]
+[[custom_patterns]]
+name = "mish"
+stands_for = ["tanh"]
+steps = [
+  { op = "exp", args = ["x"] },
+  { op = "add", args = [0] },
+  { op = "log", args = [1] },
+  { op = "tanh", args = [2] },
+  { op = "multiply", args = ["x", 3] },
+]
+'''
+
+
+def mish_block() -> OpGraph:
+    b = OpGraphBuilder("mish_block")
+    x = b.input("x", X)
+    y = b.op("nn.dense", [x], weights=[TensorType((64, 64), "float32")], name="fc")
+    soft = b.op("log", [b.op("add", [b.op("exp", [y], name="e")], weights=[SCALAR], name="a")],
+                name="l")
+    out = b.op("multiply", [y, b.op("tanh", [soft], name="t")], name="m")
+    return b.build(outputs=[out])
+
+
+def test_a_target_file_defines_a_pattern_judged_whole(tmp_path) -> None:
+    from partition_lab.targets import load_target_file
+
+    path = tmp_path / "npu.toml"
+    path.write_text(MISH)
+    npu = load_target_file(path)
+    assert "mish" in npu.patterns and [p.name for p in npu.custom_patterns] == ["mish"]
+    graph = mish_block()
+    tanh = next(n.id for n in graph if n.op == "tanh")
+    verdicts = npu.check_graph(graph)
+    # tanh is not in the table: the whole unit is rejected with the pattern's reason...
+    assert not any(verdicts[n].supported for n in range(1, len(graph)))
+    assert "mish (5 ops: exp, add, log, tanh" in verdicts[tanh].reason
+    assert verdicts[0].supported  # ...while the dense is judged alone
+    path.write_text(MISH.replace('"nn.dense"]', '"nn.dense", "tanh"]'))
+    assert all(v.supported for v in load_target_file(path).check_graph(graph))
+
+
+def test_a_custom_pattern_attribute_constraint_must_hold() -> None:
+    b = OpGraphBuilder("centre")
+    x = b.input("x", X)
+    mean = b.op("mean", [x], attrs={"axis": (2,), "keepdims": 1})
+    graph = b.build(outputs=[b.op("subtract", [x, mean])])
+    for axis, found in [((2,), True), ([2], True), ((1,), False)]:
+        mean_only = Pattern("centred", (Step.of("mean", "x", axis=axis),
+                                        Step.of("subtract", "x", 0)))
+        units = find_units(graph, [mean_only])
+        assert bool(units) is found, axis
+
+
+@pytest.mark.parametrize("change, message", [
+    (('"tanh", args = [2]', '"tanhh", args = [2]'), "'tanhh' is not a Relay op (did you mean 'tanh'?)"),
+    (('args = [2]', 'args = [4]'), "steps: step 3 refers to step 4, which does not come before it"),
+    (('{ op = "add", args = [0] }', '{ op = "add", args = [0], attrs = { axsi = 1 } }'),
+     "custom_patterns[0].steps[1].attrs.axsi"),
+    (('name = "mish"', 'name = "gelu"'), "has the name of a built-in pattern"),
+    (('name = "mish"', 'name = "mi sh"'), "is not a name a codegen can use"),
+    (('stands_for = ["tanh"]', 'stands_for = ["tnh"]'), "'tnh' is not a Relay op"),
+    (('{ op = "exp", args = ["x"] }', '{ op = "exp", arg = ["x"] }'), "unknown key 'arg'"),
+])
+def test_a_bad_custom_pattern_is_one_line_exit_2_and_nothing_written(
+        tmp_path, capsys, change: tuple[str, str], message: str) -> None:
+    from partition_lab.cli import main
+
+    assert change[0] in MISH
+    bad = tmp_path / "bad.toml"
+    bad.write_text(MISH.replace(*change))
+    out = tmp_path / "plan.json"
+    assert main(["partition", "zoo:resnet50_v1:small", "--target", str(bad), "-o", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and message in err and str(bad) in err, err
+    assert not out.exists()

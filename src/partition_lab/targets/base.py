@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from ..core.graph import OpGraph, OpNode
-from ..core.patterns import PATTERN_NAMES, Unit, find_units
+from ..core.patterns import PATTERN_NAMES, PATTERNS, Pattern, Unit, find_units
 from ..core.platform import PREPARE_STEPS
 from ..core.support import Verdict
 from ..errors import TargetSpecError
@@ -92,6 +92,7 @@ class TargetSpec:
         factory: Callable[..., TargetSpec] | None = None,
         sources: Iterable[str] = (),
         patterns: Iterable[str] = (),
+        custom_patterns: Sequence[Pattern] = (),
     ) -> None:
         if not isinstance(name, str) or not name:
             raise TargetSpecError(f"a target needs a non-empty name, got {name!r}")
@@ -111,7 +112,9 @@ class TargetSpec:
         self.options: dict[str, Any] = dict(options or {})
         self.factory = factory
         self.sources = tuple(sources)
-        self.patterns = frozenset(patterns)
+        # A pattern the target defines is one it judges whole: its name joins ``patterns``.
+        self.custom_patterns: tuple[Pattern, ...] = tuple(custom_patterns)
+        self.patterns = frozenset(patterns) | {p.name for p in self.custom_patterns}
         self._validate()
 
     def _validate(self) -> None:
@@ -124,11 +127,18 @@ class TargetSpec:
             if not self.supports_op(op):
                 raise TargetSpecError(
                     f"target {self.name}: anchor {op} is not a supported op of the target")
-        unknown = sorted(self.patterns - set(PATTERN_NAMES))
+        known = (*PATTERN_NAMES, *dict.fromkeys(p.name for p in self.custom_patterns))
+        unknown = sorted(self.patterns - set(known))
         if unknown:
             raise TargetSpecError(f"target {self.name}: unknown pattern {unknown[0]!r}"
-                                  f"{did_you_mean(unknown[0], PATTERN_NAMES)}; known patterns: "
-                                  f"{', '.join(PATTERN_NAMES)}")
+                                  f"{did_you_mean(unknown[0], known)}; known patterns: "
+                                  f"{', '.join(known)}")
+        for pattern in self.custom_patterns:
+            if pattern.name in PATTERN_NAMES:
+                raise TargetSpecError(
+                    f"target {self.name}: custom pattern {pattern.name!r} has the name of a "
+                    "built-in pattern; list the built-in one in patterns, or name yours "
+                    "differently")
         for rule in self.rules:
             if not (hasattr(rule, "check") and hasattr(rule, "applies_to")):
                 raise TargetSpecError(
@@ -188,8 +198,12 @@ class TargetSpec:
         verdicts = [self.check(node) for node in graph.nodes]
         if not self.patterns:
             return verdicts
-        found = find_units(graph) if units is None else units
+        found = find_units(graph, self.pattern_library()) if units is None else units
         return judge_units(self, graph, verdicts, [u for u in found if u.name in self.patterns])
+
+    def pattern_library(self) -> tuple[Pattern, ...]:
+        """The patterns to look for in a graph for this target: the built-in ones and its own."""
+        return (*PATTERNS, *self.custom_patterns)
 
     # ------------------------------------------------------------------ derivation
     def with_options(self, **options: Any) -> TargetSpec:
@@ -219,12 +233,13 @@ class TargetSpec:
         default_profile: str | None = None,
         sources: Iterable[str] = (),
         patterns: Iterable[str] | None = None,
+        custom_patterns: Sequence[Pattern] = (),
     ) -> TargetSpec:
         """A new target built on this one.
 
         ``supported`` ops are added, ``unsupported`` ops removed (with their reasons), ``rules``
-        appended after this target's rules; ``anchors``, ``prepare_steps`` and ``patterns`` replace this
-        target's when given. Options of this target are kept as they are. A base rule that
+        and ``custom_patterns`` appended after this target's; ``anchors``, ``prepare_steps`` and
+        ``patterns`` replace this target's when given. Options of this target are kept as they are. A base rule that
         applies only to ops the extension lists in ``supported`` is dropped: the extension
         brings its own kernel for them (neuron's resize rule does not judge a custom resize).
         """
@@ -248,6 +263,7 @@ class TargetSpec:
             options=self.options,
             sources=(*self.sources, *sources),
             patterns=self.patterns if patterns is None else patterns,
+            custom_patterns=(*self.custom_patterns, *custom_patterns),
         )
 
     # ------------------------------------------------------------------ reporting
@@ -267,6 +283,8 @@ class TargetSpec:
             "rules": [rule.to_dict() for rule in self.rules],
             "prepare_steps": list(self._prepare_steps),
             "patterns": sorted(self.patterns),
+            "custom_patterns": [{"name": p.name, "ops": p.ops, "stands_for": list(p.stands_for)}
+                                for p in self.custom_patterns],
             "default_profile": self.default_profile,
         }
 

@@ -25,17 +25,31 @@ Format (TOML shown; JSON takes the same keys)::
     multiples = [[32, 32]]                # alternatives; one dim: [16, 32] means 16 or 32
     reason = "the MAC array is 32 wide"   # appended to rejections
 
+    [[custom_patterns]]                   # your own composite op, judged as one unit
+    name = "mish"                         # the Composite name a codegen sees
+    stands_for = ["tanh"]                 # optional: ops whose support decides the unit's
+    steps = [                             # in order; the last step is the unit's output
+      { op = "exp", args = ["x"] },       # args: earlier steps (0, 1, ...) or named outside
+      { op = "add", args = [0] },         # values ("x": one tensor wherever it appears);
+      { op = "log", args = [1] },         # constants (the 1 added here) are not args
+      { op = "tanh", args = [2] },
+      { op = "multiply", args = ["x", 3] },
+    ]                                     # a step may constrain attributes:
+                                          # { op = "mean", args = ["x"], attrs = { axis = [-1] } }
+
 Rule kinds and their keys: ``multiple_of`` (dims, multiples, dtypes: only for these data
 dtypes, reason); ``dtype_in`` (dtypes: allowed, exclude: denied, tensor: data | args | inputs |
 outputs | activations, message, reason); ``attr_in`` (attr, values, message, reason);
 ``max_size`` (dims, max, reason); ``any_of`` (rules: a list of rule tables, the first that
-accepts wins). Dimension names: batch, cin, cout, height, width, kernel_h, kernel_w (conv2d and
+accepts wins). A step's ``op`` may list alternatives (``op = ["divide", "multiply"]``). Dimension names: batch, cin, cout, height, width, kernel_h, kernel_w (conv2d and
 conv2d_transpose, read through their layout attrs); batch/m, k/in_features, n/units (dense and
 batch_matmul). ``message`` templates may use {op}, {value}, {expected} and {tensor} or {attr}.
 
 Checked when the file is loaded, so that a mistake never passes silently: op names (in
-``supported``, ``unsupported``, ``anchors`` and each rule's ``ops``) must be Relay ops and an
-``attr_in`` attribute a field of its ops' attributes (both with a did-you-mean); ``name`` may
+``supported``, ``unsupported``, ``anchors``, each rule's ``ops`` and each custom pattern's
+``op`` and ``stands_for``) must be Relay ops and an ``attr_in`` attribute (or a step's
+``attrs`` key) a field of its ops' attributes (both with a did-you-mean); a custom pattern's
+steps must each feed a later one; ``name`` may
 not be the host's (``cpu``, ``host``, ``llvm``); a ``message`` may use only its rule's fields,
 with at most an alignment and a width up to 80 (``{op:<20}``), see
 :mod:`partition_lab.targets.templates`.
@@ -55,6 +69,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import PartitionLabError, TargetSpecError
+from ..core.patterns import Pattern, Step
 from .base import TargetSpec
 from .op_names import check_attribute_name, check_device_name, check_op_names
 from .rules import rule_from_dict
@@ -64,7 +79,9 @@ from .templates import MessageTemplate
 TARGET_FILE_SUFFIXES = (".toml", ".json")
 TOP_LEVEL_KEYS = ("name", "description", "version", "provenance", "sources", "base", "supported",
                   "unsupported", "anchors", "prepare_steps", "default_profile", "rules",
-                  "patterns")
+                  "patterns", "custom_patterns")
+PATTERN_KEYS = ("name", "description", "stands_for", "steps")
+STEP_KEYS = ("op", "args", "attrs")
 
 
 def looks_like_target_file(target: str | os.PathLike[str]) -> bool:
@@ -115,6 +132,7 @@ def read_target_file(path: str | os.PathLike[str], resolve_base: Callable[..., T
         "unsupported": unsupported, "anchors": f.strings("anchors", None), "rules": rules,
         "prepare_steps": f.strings("prepare_steps", None),
         "patterns": f.strings("patterns", None),
+        "custom_patterns": _custom_patterns(f),
         "default_profile": f.string("default_profile", None),
         "sources": f.strings("sources", ()),
     }
@@ -127,6 +145,48 @@ def read_target_file(path: str | os.PathLike[str], resolve_base: Callable[..., T
 
 
 _EMPTY = TargetSpec("empty")
+
+
+def _custom_patterns(f: Fields) -> list[Pattern]:
+    """The file's ``[[custom_patterns]]``, each checked (format in the module docstring)."""
+    patterns: list[Pattern] = []
+    for i, table in enumerate(f.table_list("custom_patterns")):
+        p = Fields(table, f"{f.where}: custom_patterns[{i}]", PATTERN_KEYS)
+        name = p.string("name")
+        if not name.isidentifier():
+            raise TargetSpecError(f"{p.place('name')}: {name!r} is not a name a codegen can "
+                                  "use (letters, digits and _, not starting with a digit)")
+        if any(known.name == name for known in patterns):
+            raise TargetSpecError(f"{p.place('name')}: a second custom pattern named {name!r}")
+        stands_for = p.strings("stands_for", ())
+        check_op_names(stands_for, p.place("stands_for"))
+        steps = [_step(item, f"{p.place('steps')}[{j}]")
+                 for j, item in enumerate(p.table_list("steps"))]
+        try:
+            patterns.append(Pattern(name, tuple(steps), tuple(stands_for), "custom",
+                                    p.string("description", "")))
+        except ValueError as error:  # a step refers forward, or feeds nothing
+            raise TargetSpecError(f"{p.place('steps')}: {str(error).split(': ', 1)[-1]}") from None
+    return patterns
+
+
+def _step(table: Any, where: str) -> Step:
+    s = Fields(table, where, STEP_KEYS)
+    ops = s.strings("op")
+    if not ops:
+        raise TargetSpecError(f"{s.place('op')}: expected an op name or a list of them")
+    check_op_names(ops, s.place("op"))
+    args = s.table_list("args")
+    for arg in args:
+        if isinstance(arg, bool) or not isinstance(arg, int | str) or arg == "":
+            raise TargetSpecError(f"{s.place('args')}: expected earlier step numbers or names of "
+                                  f"outside values, got {arg!r}")
+    attrs = s.data.get("attrs", {})
+    if not isinstance(attrs, dict):
+        raise TargetSpecError(f"{s.place('attrs')}: expected a table attribute -> value")
+    for attr in attrs:
+        check_attribute_name(attr, ops, f"{s.place('attrs')}.{attr}")
+    return Step.of(ops, *args, **attrs)
 
 #: The fields each rule kind's ``message`` may use.
 MESSAGE_FIELDS = {"dtype_in": ("op", "tensor", "value", "expected"),

@@ -8,7 +8,7 @@ from typing import Any
 
 from ..._audience import option
 from ...core.graph import OpGraph
-from ...core.patterns import Unit, find_units
+from ...core.patterns import Unit, find_units, pattern_library
 from ...core.platform import HOST, Platform
 from ...core.support import Support, Verdict, host_verdict
 from ...errors import ExclusionError
@@ -29,7 +29,7 @@ def support_table(
     names = list(dict.fromkeys(excl_node_names))
     ops = list(dict.fromkeys(exclude_ops))
     _check_exclusions(graph, names, ops)
-    units = find_units(graph)
+    units = find_units(graph, pattern_library(platform))
     table = {}
     for device in platform.devices:
         if device.name == HOST:
