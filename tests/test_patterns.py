@@ -252,6 +252,34 @@ def test_a_unit_is_priced_as_one_op_where_its_device_declares_the_pattern() -> N
     assert evaluate(op_by_op, model).total > evaluate(plan, model).total
 
 
+def test_with_a_profile_a_unit_is_priced_as_it_was_measured() -> None:
+    """Ops timed one by one (and the unit not) keep their measured times: the runner that timed
+    them runs a unit as its ops. A timed composite prices the unit whole."""
+    from partition_lab.cost_models.base import node_times
+
+    graph = block()
+    platform = get_platform("neuron")
+    units = _support(platform, graph).units
+    roofline = get_cost_model(platform)
+
+    class Measured:
+        name = "measured"
+
+        def __init__(self, composites_timed: bool) -> None:
+            self.composites_timed = composites_timed
+
+        def op_time(self, node, device):  # noqa: ANN001, ANN202
+            return roofline.op_time(node, device)
+
+        def is_measured(self, node, device):  # noqa: ANN001, ANN202
+            return self.composites_timed or not node.op.startswith("composite:")
+
+    by_op = [roofline.op_time(n, "neuron") for n in graph]
+    assert node_times(Measured(False), graph, platform, "neuron", units) == by_op
+    whole = node_times(Measured(True), graph, platform, "neuron", units)
+    assert whole == node_times(roofline, graph, platform, "neuron", units) != by_op
+
+
 def test_an_attention_unit_is_matrix_work_and_a_silu_vector_work() -> None:
     from partition_lab.core.ops import op_class
     from partition_lab.core.patterns import composite_node

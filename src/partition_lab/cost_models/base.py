@@ -138,13 +138,21 @@ def node_times(model: CostModel, graph: OpGraph, platform: Platform, device: str
     priced as one op (:func:`~partition_lab.core.patterns.composite_node`: one launch, its
     intermediates never in memory, as the compiler that maps it to one kernel runs it).
 
+    With a profile, a unit is priced as it was measured: whole if its composite was timed, as
+    its ops where only they were (the runner that timed them runs them one by one).
+
     The unit's time is shared among its nodes in proportion to their own times, so that a plan
     prices the same whichever node a region boundary names; strategies keep a unit on one device.
     """
     many = getattr(model, "op_times", None)
     times = list(many(graph.nodes, device)) if many else [model.op_time(n, device) for n in graph]
+    measured = getattr(model, "is_measured", None)
     for unit in priced_whole(platform, device, units):
-        whole = model.op_time(composite_node(graph, unit), device)
+        composite = composite_node(graph, unit)
+        if measured and not measured(composite, device) and all(
+                measured(graph[n], device) for n in unit.nodes):
+            continue
+        whole = model.op_time(composite, device)
         own = [times[n] for n in unit.nodes]
         total = sum(own)
         for node, alone in zip(unit.nodes, own, strict=True):

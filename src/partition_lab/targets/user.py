@@ -68,8 +68,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..errors import PartitionLabError, TargetSpecError
 from ..core.patterns import Pattern, Step
+from ..errors import PartitionLabError, TargetSpecError
 from .base import TargetSpec
 from .op_names import check_attribute_name, check_device_name, check_op_names
 from .rules import rule_from_dict
