@@ -14,7 +14,7 @@ from tvm import relay
 
 from ...core.platform import PREPARE_STEPS
 from ...errors import TargetSpecError
-from .fold import fold_weight_transforms
+from .fold import fold_constant_calls
 
 
 def _convert_layout(layout: str) -> tvm.transform.Pass:
@@ -42,12 +42,15 @@ def prepare_passes(steps: Sequence[str]) -> list[tvm.transform.Pass]:
 
 
 def prepare(mod: tvm.IRModule, steps: Sequence[str]) -> tvm.IRModule:
-    """Run the named preparation steps on ``mod`` (opt_level 3, as relay.build would)."""
-    mod = relay.transform.InferType()(mod)
+    """Run the named preparation steps on ``mod`` (opt_level 3, as relay.build would), then fold
+    calls on constants (:func:`~.fold.fold_constant_calls`), with or without steps."""
+    # Data built from constants (masks) folds away before the steps (so ToMixedPrecision does
+    # not cast it) and the weight casts and layout transforms the steps add fold after them, as
+    # relay.build's FoldConstant would fold both.
+    mod = fold_constant_calls(relay.transform.InferType()(mod))
     passes = prepare_passes(steps)
     if not passes:
         return mod
     with tvm.transform.PassContext(opt_level=3):
         mod = tvm.transform.Sequential(passes)(mod)
-    # Weight casts and layout transforms on constants fold away instead of becoming ops.
-    return fold_weight_transforms(mod)
+    return fold_constant_calls(mod)
