@@ -377,3 +377,51 @@ def test_a_bad_custom_pattern_is_one_line_exit_2_and_nothing_written(
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and message in err and str(bad) in err, err
     assert not out.exists()
+
+
+def test_a_plan_file_keeps_its_units_and_prices_them_as_before() -> None:
+    """Units and the patterns each device judged whole travel in the plan JSON (and bundles),
+    so a plan read back (on the GPU machine, without TVM or rules) is priced and re-planned as
+    it was made; read against the real platform its verdicts still check out."""
+    import json
+
+    from partition_lab.core.plan import PartitionPlan
+    from partition_lab.cost_models.base import evaluate
+    from partition_lab.executors.graph_io import platform_from_dict, platform_to_dict
+
+    graph = block()
+    platform = get_platform("neuron")
+    support = _support(platform, graph)
+    plan = get_strategy("greedy").run(graph, support)
+    data = json.loads(json.dumps(plan.to_dict()))
+    assert [u["pattern"] for u in data["units"]] == ["layer_norm", "gelu", "silu"]
+    assert "layer_norm" in next(d for d in data["devices"] if d["name"] == "neuron")["patterns"]
+    for read in (PartitionPlan.from_dict(graph, data),  # no rules: the records' patterns
+                 PartitionPlan.from_dict(graph, data, platform)):  # checked against neuron's
+        assert [(u.name, u.nodes) for u in read.support.units] == [
+            (u.name, u.nodes) for u in support.units]
+    read = PartitionPlan.from_dict(graph, data)
+    rebuilt = platform_from_dict(platform_to_dict(platform))
+    assert rebuilt.devices[0].target.patterns == platform.devices[0].target.patterns
+    model = get_cost_model(platform)
+    assert evaluate(read, model).total == pytest.approx(evaluate(plan, model).total)
+    assert plan.to_dict() == read.to_dict()
+
+
+@pytest.mark.parametrize("units, message", [
+    ("nope", "units must be a list"),
+    ([{"pattern": "gelu", "nodes": [99]}], r"units\[0\]: nodes must be a non-empty list"),
+    ([{"nodes": [1]}], r"units\[0\]: expected an object with a pattern name"),
+])
+def test_a_plan_file_with_broken_units_is_one_clear_error(units, message: str) -> None:
+    import json
+
+    from partition_lab.core.plan import PartitionPlan
+    from partition_lab.errors import PlanError
+
+    graph = block()
+    data = json.loads(json.dumps(get_strategy("greedy").run(
+        graph, _support(get_platform("neuron"), graph)).to_dict()))
+    data["units"] = units
+    with pytest.raises(PlanError, match=message):
+        PartitionPlan.from_dict(graph, data)

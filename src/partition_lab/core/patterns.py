@@ -250,6 +250,27 @@ def pattern_library(platform: Platform) -> tuple[Pattern, ...]:
     return (*PATTERNS, *dict.fromkeys(custom))
 
 
+def units_to_data(units: Sequence[Unit]) -> list[dict[str, Any]]:
+    """Units as JSON-ready records (a plan file's ``units``): pattern name, form and nodes."""
+    return [{"pattern": u.name, "form": u.pattern.form, "nodes": list(u.nodes)} for u in units]
+
+
+def units_from_data(records: Sequence[Mapping[str, Any]]) -> list[Unit]:
+    """The inverse of :func:`units_to_data`. A pattern not in the built-in library (a target
+    file's own) comes back as a stand-in of the same name: a read plan needs only the name and
+    the nodes (its verdicts travel with it)."""
+    known = {(p.name, p.form): p for p in PATTERNS}
+    units = []
+    for record in records:
+        nodes = tuple(int(n) for n in record["nodes"])
+        pattern = known.get((record["pattern"], record.get("form", "")))
+        if pattern is None:
+            steps = tuple(Step.of("any", i - 1 if i else "x") for i in range(len(nodes)))
+            pattern = Pattern(str(record["pattern"]), steps, (), str(record.get("form", "")))
+        units.append(Unit(pattern, nodes))
+    return units
+
+
 def unit_of_node(units: Sequence[Unit]) -> Mapping[int, Unit]:
     """``{node: its unit}`` for every node in a unit."""
     return {node: unit for unit in units for node in unit.nodes}

@@ -19,8 +19,15 @@ import networkx as nx
 
 from ..errors import PlanError
 from .graph import OpGraph
+from .patterns import units_from_data, units_to_data
 from .plan_validation import check_plan_data, check_verdicts, has_rules
-from .platform import HOST, Platform, one_accelerator_platform, platform_from_records
+from .platform import (
+    HOST,
+    Platform,
+    device_patterns,
+    one_accelerator_platform,
+    platform_from_records,
+)
 from .reasons import Decision, Reason, ReasonCode, ReasonGroup, default_reason_for, reason_from_dict
 from .regions import form_regions
 from .support import Support, Verdict
@@ -131,7 +138,8 @@ class PartitionPlan:
         else:
             names = [d["name"] for d in data["devices"]]
             table = {name: [Verdict(**n["support"][name]) for n in nodes] for name in names}
-            support = Support(platform or platform_from_records(data["target"], data["devices"]), table)
+            support = Support(platform or platform_from_records(data["target"], data["devices"]),
+                              table, units_from_data(data.get("units", ())))
         prefixes = _label_prefixes(support.platform)
         regions = tuple(Region(r["id"], r["device"], tuple(r["nodes"]),
                                prefixes.get(r["device"], r["device"])) for r in data["regions"])
@@ -291,7 +299,8 @@ class PartitionPlan:
             "strategy": self.strategy,
             "devices": [
                 {"name": d.name, "role": d.role, "memory": d.memory, "compiler": d.compiler,
-                 "precision": d.precision, "preference": d.preference, "colour": d.colour}
+                 "precision": d.precision, "preference": d.preference, "colour": d.colour,
+                 **device_patterns(d)}
                 for d in platform.devices
             ],
             "options": {k: _jsonable(v) for k, v in sorted(self.options.items())},
@@ -304,6 +313,8 @@ class PartitionPlan:
             "nodes": [self._node_dict(d, None if node_times is None else node_times[d.node])
                       for d in self.decisions],
             "reason_groups": [group.to_dict() for group in self.reason_groups()],
+            # Only where patterns were found, so that plans without them read as before.
+            **({"units": units_to_data(self.support.units)} if self.support.units else {}),
         }
 
     def _node_dict(self, d: Decision, time: float | None) -> dict[str, Any]:

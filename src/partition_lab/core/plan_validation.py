@@ -44,19 +44,34 @@ def check_plan_data(graph: OpGraph, data: Any) -> None:
         _check_node(graph, node, index, devices, len(regions))
     for index, region in enumerate(regions):
         _check_region(region, index, len(graph), devices)
+    for index, unit in enumerate(_typed(data, "units", list, "plan") if "units" in data else ()):
+        _check_unit(unit, index, len(graph))
+
+
+def _check_unit(unit: Any, index: int, size: int) -> None:
+    where = f"plan units[{index}]"
+    if not isinstance(unit, Mapping) or not isinstance(unit.get("pattern"), str):
+        raise PlanError(f"{where}: expected an object with a pattern name and nodes")
+    nodes = unit.get("nodes")
+    if (not isinstance(nodes, list) or not nodes
+            or not all(isinstance(n, int) and not isinstance(n, bool) and 0 <= n < size
+                       for n in nodes)):
+        raise PlanError(f"{where}: nodes must be a non-empty list of node ids below {size}")
 
 
 def check_verdicts(plan: PartitionPlan, platform: Platform) -> None:
     """:class:`PlanError` if the plan stores a device as supporting a node that the device's
     own rules (on ``platform``) reject. A stored rejection of a supported node is allowed:
-    exclusions (``--exclude-node``) make those."""
+    exclusions (``--exclude-node``) make those. Units of patterns (the plan's ``units``) are
+    judged whole, as they were when the plan was made."""
     for device in platform.devices:
         if device.is_host or device.name not in plan.platform.names:
             continue
         stored = plan.support.of(device.name)
+        verdicts = device.target.check_graph(plan.graph, plan.support.units)
         for node in plan.graph:
             if stored[node.id].supported:
-                verdict = device.target.check(node)
+                verdict = verdicts[node.id]
                 if not verdict.supported:
                     raise PlanError(
                         f"the plan says {device.name} supports node {node.name} ({node.op}), but "

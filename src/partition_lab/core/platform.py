@@ -196,12 +196,20 @@ def platform_from_records(name: str, records: Sequence[Mapping[str, Any]]) -> Pl
         if entry["role"] == "host":
             devices.append(host_device(entry.get("precision", AS_PREPARED)))
             continue
-        devices.append(Device(entry["name"], AcceptsAll(entry["name"]), role=entry["role"],
+        target = AcceptsAll(entry["name"], patterns=frozenset(entry.get("patterns", ())))
+        devices.append(Device(entry["name"], target, role=entry["role"],
                               memory=entry["memory"], compiler=entry.get("compiler"),
                               precision=entry["precision"], preference=entry["preference"],
                               colour=entry.get("colour", ""), profile=entry.get("profile"),
                               matrix_engine=entry.get("matrix_engine", True)))
     return Platform(name, tuple(devices))
+
+
+def device_patterns(device: Device) -> dict[str, list[str]]:
+    """``{"patterns": [...]}`` for a device record whose target judges patterns whole (so that a
+    plan read back prices their units as the plan's maker did); ``{}`` otherwise."""
+    patterns = sorted(getattr(device.target, "patterns", ()))
+    return {"patterns": patterns} if patterns else {}
 
 
 def compiler_name(device_name: str) -> str:

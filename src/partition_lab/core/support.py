@@ -66,6 +66,9 @@ class AcceptsAll:
     reason: str = "supported (no rules known)"
     default_profile: str | None = None
     supports_all: bool = True
+    #: The patterns the device judged whole where the plan was made (cost models price their
+    #: units as one op there).
+    patterns: frozenset[str] = frozenset()
 
     def check(self, node: OpNode) -> Verdict:
         return Verdict(True, self.reason)

@@ -41,7 +41,7 @@ import numpy as np
 from ..core.graph import OpGraph, OpNode, TensorType
 from ..core.plan import PartitionPlan
 from ..core.plan_validation import check_verdicts
-from ..core.platform import AS_PREPARED, Device, Link, Platform, host_device
+from ..core.platform import AS_PREPARED, Device, Link, Platform, device_patterns, host_device
 from ..core.support import AcceptsAll
 from ..errors import PartitionLabError, PlanError
 from ..targets import get_platform
@@ -260,7 +260,8 @@ def platform_to_dict(platform: Platform) -> dict[str, Any]:
         "devices": [{"name": d.name, "role": d.role, "memory": d.memory, "compiler": d.compiler,
                      "precision": d.precision, "preference": d.preference, "colour": d.colour,
                      "profile": d.profile, "matrix_engine": d.matrix_engine,
-                     "description": d.description} for d in platform.devices],
+                     "description": d.description, **device_patterns(d)}
+                    for d in platform.devices],
         "links": [{"memories": sorted(lk.memories), "profile": lk.profile}
                   for lk in platform.links],
     }
@@ -288,7 +289,8 @@ def platform_from_dict(data: Mapping[str, Any]) -> Platform:
             continue
         name = str(entry["name"])
         devices.append(Device(
-            name, AcceptsAll(name), role=entry["role"],
+            name, AcceptsAll(name, patterns=frozenset(entry.get("patterns", ()))),
+            role=entry["role"],
             memory=str(entry["memory"]), compiler=entry.get("compiler"), precision=precision,
             preference=int(entry["preference"]), colour=entry.get("colour", ""),
             profile=entry.get("profile"), matrix_engine=bool(entry.get("matrix_engine", True)),
