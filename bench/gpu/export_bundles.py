@@ -130,12 +130,15 @@ def variant_plans(greedy: PartitionPlan, count: int, seed: int = 0) -> dict[str,
 
 def export_from_zoo(name: str, small: bool, cost_model: Any, variants: int,
                     target: str = TARGET, strategies: tuple[str, ...] = STRATEGIES,
-                    batch: int | None = None) -> Bundle:
+                    batch: int | None = None, patterns: bool = True) -> Bundle:
     """The zoo model ``name`` planned for ``target``; ``batch``: the same weights loaded from
-    the zoo's MXNet files with that batch size instead of the catalog's."""
+    the zoo's MXNet files with that batch size instead of the catalog's; ``patterns=False``:
+    every target's patterns removed (support judged op by op; bundle ``<model>_op_by_op``)."""
     from partition_lab import zoo
     from partition_lab.api import analyze
     from partition_lab.executors.graph_io import bindings_from_relay
+    from partition_lab.targets import get_platform
+    from partition_lab.targets.devices import without_patterns
 
     entry = zoo.info(name)
     shapes = {k: tuple(v) for k, v in entry.shapes(small).items()}
@@ -148,8 +151,10 @@ def export_from_zoo(name: str, small: bool, cost_model: Any, variants: int,
         symbol, weights = zoo.mxnet_paths(name, small=small)
         mod, params = load_model(symbol, shapes, params=weights,
                                  input_dtypes=dict.fromkeys(shapes, entry.dtype))
-    label = name if batch is None else f"{name}_b{batch}"
-    analysis = analyze(mod, target, params=params, cost_model=cost_model, name=label)
+    label = name.replace(":", "_") + ("" if batch is None else f"_b{batch}") + \
+        ("" if patterns else "_op_by_op")
+    platform = get_platform(target) if patterns else without_patterns(get_platform(target))
+    analysis = analyze(mod, platform, params=params, cost_model=cost_model, name=label)
     meta = {"model": label, "small": small, "target": target, "input_dtype": entry.dtype,
             "input_shapes": {k: list(v) for k, v in shapes.items()}}
     bundle = Bundle(analysis.graph, bindings_from_relay(analysis.relay))
@@ -177,6 +182,9 @@ def main(argv: list[str] | None = None) -> int:
                              "tensorcore (default), neuron@2020, neuron, ...")
     parser.add_argument("--strategies", nargs="*", default=list(STRATEGIES),
                         help="strategies to plan with; 'all' = every registered strategy")
+    parser.add_argument("--no-patterns", action="store_true",
+                        help="judge support op by op (every target's patterns removed); "
+                             "bundles <model>_op_by_op")
     parser.add_argument("--batch", type=int,
                         help="load the zoo models at this batch size (bundle <model>_b<N>)")
     args = parser.parse_args(argv)
@@ -184,8 +192,12 @@ def main(argv: list[str] | None = None) -> int:
     cost_model = cost_model_for(args)
     args.out.mkdir(parents=True, exist_ok=True)
     # The GPU side runs the models in this order (the most telling first, for a cut-short run).
-    suffix = "" if args.batch is None or args.replan else f"_b{args.batch}"
-    (args.out / "order.json").write_text(json.dumps([m + suffix for m in args.models]))
+    suffix = ("" if args.batch is None or args.replan else f"_b{args.batch}") + \
+        ("_op_by_op" if args.no_patterns and not args.replan else "")
+    order = args.out / "order.json"
+    earlier = json.loads(order.read_text()) if order.exists() else []
+    names = [m.replace(":", "_") + suffix for m in args.models]
+    order.write_text(json.dumps(earlier + [n for n in names if n not in earlier]))
     for name in args.models:
         start = time.perf_counter()
         if args.replan:
@@ -193,7 +205,8 @@ def main(argv: list[str] | None = None) -> int:
                             strategies)
         else:
             bundle = export_from_zoo(name, args.small, cost_model, args.variants,
-                                     args.platform, strategies, args.batch)
+                                     args.platform, strategies, args.batch,
+                                     patterns=not args.no_patterns)
         path = write_bundle(args.out / f"{bundle.meta['model']}.json.gz", bundle)
         print(f"{name}: {len(bundle.graph)} ops, {path.stat().st_size / 1e3:.0f} kB, "
               f"{time.perf_counter() - start:.1f} s", flush=True)
