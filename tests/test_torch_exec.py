@@ -157,6 +157,29 @@ def test_resize2d_matches_tvm_python_reference(layout: str, transform: str) -> N
     assert rel_error(out, expected) < 1e-5
 
 
+def test_items_of_tuple_literals_bind_to_what_they_hold() -> None:
+    """``(relu(x), x, c)[i]`` reads a call, a graph input or a constant: each binds (the ViT
+    export has such items; binding them raised "cannot bind Tuple[0]")."""
+    import tvm
+    from tvm import relay
+
+    from partition_lab.executors.graph_io import bindings_from_relay
+    from partition_lab.executors.torch_exec import run_plan
+    from partition_lab.relay.relay_graph import relay_graph
+
+    x = relay.var("x", shape=(2, 3), dtype="float32")
+    c = np.arange(6, dtype="float32").reshape(2, 3)
+    items = relay.Tuple([relay.nn.relu(x), x, relay.const(c)])
+    out = relay.add(relay.TupleGetItem(items, 0), relay.TupleGetItem(items, 1))
+    out = relay.multiply(out, relay.TupleGetItem(items, 2))
+    rg = relay_graph(tvm.IRModule.from_expr(relay.Function([x], out)))
+    data = np.random.default_rng(4).standard_normal((2, 3)).astype("float32")
+    weights = {node.id: [c] for node in rg.graph if node.weights}
+    (got,), _ = run_plan(rg.graph, None, {"x": data}, weights,
+                         bindings=bindings_from_relay(rg), device="cpu")
+    np.testing.assert_allclose(got, (np.maximum(data, 0) + data) * c, rtol=1e-6)
+
+
 # ---------------------------------------------------------------------------- whole models
 @pytest.fixture(scope="module", params=["resnet50_v1", "bert_encoder"])
 def partitioned(request: pytest.FixtureRequest) -> Any:

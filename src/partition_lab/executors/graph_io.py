@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import gzip
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -103,7 +103,9 @@ def bindings_from_relay(relay_graph: Any) -> Bindings:
         refs: list[ArgRef] = []
         for leaf in _leaves(parts.args):
             if isinstance(leaf, relay.TupleGetItem):
-                refs.append(_tuple_item_ref(leaf, node_of, key_of, graph))
+                leaf = _tuple_item(leaf, graph)
+            if isinstance(leaf, tuple):  # (producer call, output index) of a TupleGetItem
+                refs.append(ArgRef("tensor", key=key_of[(node_of(leaf[0]), leaf[1])]))
             elif isinstance(leaf, relay.Call):
                 producer = node_of(leaf)
                 refs.extend(ArgRef("tensor", key=key_of[(producer, index)])
@@ -130,17 +132,20 @@ def _leaves(args: Any) -> list[Any]:
     return leaves
 
 
-def _tuple_item_ref(expr: Any, node_of: Callable[[Any], int | None],
-                    key_of: Mapping[tuple[int, int], str], graph: OpGraph) -> ArgRef:
+def _tuple_item(expr: Any, graph: OpGraph) -> Any:
+    """What ``tuple[index]`` reads: ``(call, output index)`` of a tuple-producing call, or the
+    field of a tuple literal (a call, a graph input, a constant; nested items resolved)."""
     from tvm import relay
 
     inner = expr.tuple_value
     if isinstance(inner, relay.Call):
-        return ArgRef("tensor", key=key_of[(node_of(inner), expr.index)])
+        return inner, expr.index
     if isinstance(inner, relay.Tuple):
         field_expr = inner.fields[expr.index]
-        if isinstance(field_expr, relay.Call):
-            return ArgRef("tensor", key=key_of[(node_of(field_expr), 0)])
+        if isinstance(field_expr, relay.TupleGetItem):
+            return _tuple_item(field_expr, graph)
+        if isinstance(field_expr, relay.Call | relay.Var | relay.Constant):
+            return field_expr
     raise PartitionLabError(f"cannot bind {type(inner).__name__}[{expr.index}] in {graph.name}")
 
 
