@@ -235,6 +235,8 @@ NEURON_TABLE = [
     # Constant (weight) arguments may be int64, e.g. an ONNX Reshape's shape tensor.
     ("neuron", simple("reshape", weights=(TensorType((4,), "int64"),)), True, ["Reshape"]),
     ("neuron", simple("log"), True, ["disputed"]),
+    # MXNet rsqrt is on the first list; TVM's MXNet converter writes it as power(x, -0.5).
+    ("neuron@2020", simple("rsqrt"), True, ["from MXNet rsqrt; since neuron-cc 1.0.4680.0"]),
 ]
 
 
