@@ -96,6 +96,23 @@ def test_a_named_input_must_be_one_tensor() -> None:
     assert units_by_name(block())["layer_norm"]  # the same ops on one tensor are one
 
 
+def test_an_op_reading_one_tensor_twice_matches_an_argument_named_twice() -> None:
+    """``x * x`` lists x once among its inputs; the rms_norm form ``multiply(x, x)`` still
+    matches it, and ``x * y`` does not."""
+    def rms_norm(second_factor: str) -> OpGraph:
+        b = OpGraphBuilder(f"rms_{second_factor}")
+        x, y = b.input("x", X), b.input("y", X)
+        square = b.op("multiply", [x, x if second_factor == "x" else y], name="square")
+        mean = b.op("mean", [square], name="mean")
+        eps = b.op("add", [mean], weights=[SCALAR], name="eps")
+        inv = b.op("rsqrt", [eps], name="rsqrt")
+        return b.build(outputs=[b.op("multiply", [x, inv], name="scale")])
+
+    assert units_by_name(rms_norm("x")) == {"rms_norm": [["square", "mean", "eps", "rsqrt",
+                                                          "scale"]]}
+    assert units_by_name(rms_norm("y")) == {}
+
+
 def test_a_pattern_must_have_one_output() -> None:
     with pytest.raises(ValueError, match="feed no later step"):
         Pattern("two_outputs", (Step.of("sigmoid", "x"), Step.of("tanh", "x")))

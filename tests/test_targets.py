@@ -150,6 +150,10 @@ MATMUL_TABLE = [
     (batch_matmul(12, 128, 64, 128, dtype="float32"), {"precision": "fp32"}, False,
      "batch_matmul_tensorcore needs float16"),
     (batch_matmul(12, 1, 64, 128), {}, False, "m 1 is not a multiple of 8, 16 or 32"),
+    # Relay allows dense on 3-D data; TVM 0.19's CUDA strategy and Legalize unpack a 2-D shape.
+    (simple("nn.dense", (1, 128, 768), "float16", attrs={"units": 768},
+            weights=(TensorType((768, 768), "float16"),)), {"padding": True}, False,
+     "nn.dense: data is 3-D (1, 128, 768); TVM 0.19's CUDA dense strategy"),
 ]
 
 
@@ -235,6 +239,8 @@ NEURON_TABLE = [
     # Constant (weight) arguments may be int64, e.g. an ONNX Reshape's shape tensor.
     ("neuron", simple("reshape", weights=(TensorType((4,), "int64"),)), True, ["Reshape"]),
     ("neuron", simple("log"), True, ["disputed"]),
+    # MXNet rsqrt is on the first list; TVM's MXNet converter writes it as power(x, -0.5).
+    ("neuron@2020", simple("rsqrt"), True, ["from MXNet rsqrt; since neuron-cc 1.0.4680.0"]),
 ]
 
 

@@ -152,11 +152,14 @@ def _solve(graph: OpGraph, pattern: Pattern, inputs: _Inputs, step: int,
     node = graph[assign[step]]
     spec = pattern.steps[step]
     tensors = inputs.of[node.id]
-    if not spec.accepts(node) or len(tensors) != len(spec.args):
+    # A node lists a tensor it reads twice once (x * x has one input), so an argument named
+    # twice is one tensor.
+    args = tuple(dict.fromkeys(spec.args))
+    if not spec.accepts(node) or len(tensors) != len(args):
         return None
     for order in _orders(len(tensors)):
         trial, names = dict(assign), dict(bind)
-        if all(_bind(arg, tensors[i], trial, names) for arg, i in zip(spec.args, order, strict=True)):
+        if all(_bind(arg, tensors[i], trial, names) for arg, i in zip(args, order, strict=True)):
             solved = _solve(graph, pattern, inputs, step - 1, trial, names)
             if solved is not None:
                 return solved

@@ -146,6 +146,7 @@ def _rules(opts: Mapping[str, Any], messages: Mapping[str, str], std: Alternativ
                 accept_reason={"float32": "{op}: float32 inputs are cast to float16 inside "
                                "conv2d_nhwc_tensorcore (precision fp32: reduced input precision, "
                                "as in the field report)"} if fp32 else {}),
+        DenseRank(),
         AttrIn("tensorcore-transpose", BATCH_MATMUL, "transpose_a", (False,),
                message=messages["transpose_a"]),
         AttrIn("tensorcore-transpose", BATCH_MATMUL, "transpose_b", (True,),
@@ -185,6 +186,30 @@ Alternatives = tuple[tuple[int, ...], ...]
 
 def _alternatives(rows: Sequence[Sequence[int]]) -> Alternatives:
     return tuple(tuple(row) for row in rows)
+
+
+@dataclass(frozen=True)
+class DenseRank(Rule):
+    """``nn.dense`` with 2-D data only: TVM 0.19's CUDA dense strategy unpacks ``b, i =
+    data.shape`` (cuda.py 897-899) and ``dense_tensorcore`` asserts 2-D (dense_tensorcore.py
+    55), so a Relay dense on 3-D data (which Relay's type relation allows) fails there; the
+    importers flatten a MatMul to 2-D first (onnx.py 306-309), which is the form judged here.
+    """
+
+    name: str = "tensorcore-rank"
+    ops: frozenset[str] = DENSE
+    kind: ClassVar[str] = "dense_rank"
+
+    def check(self, node: OpNode) -> Verdict | None:
+        data = data_type(node)
+        if data is None or len(data.shape) == 2:
+            return None
+        return self.reject(f"{node.op}: data is {len(data.shape)}-D {tuple(data.shape)}; "
+                           "TVM 0.19's CUDA dense strategy and dense_tensorcore take 2-D "
+                           "[M, K] data only (cuda.py 897-899, dense_tensorcore.py 55)")
+
+    def describe(self) -> str:
+        return f"{self.name} (nn.dense): data must be 2-D [M, K]"
 
 
 @dataclass(frozen=True)
