@@ -225,6 +225,16 @@ def test_a_dynamic_pt2_keeps_its_static_dims_and_ranges(small_net_pt2, shape, me
         load_model(dynamic, {"x": shape})
 
 
+def test_an_unbounded_dim_takes_any_size(tmp_path) -> None:
+    """``Dim("batch")`` without a maximum: torch's range ends at ``int_oo``."""
+    path = tmp_path / "unbounded.pt2"
+    with torch.no_grad():
+        torch.export.save(torch.export.export(SmallNet().eval(), (torch.randn(2, 3, 16, 16),),
+                                              dynamic_shapes=({0: torch.export.Dim("batch")},)),
+                          str(path))
+    assert input_shape(load_model(path, {"x": (100, 3, 16, 16)})[0]) == (100, 3, 16, 16)
+
+
 def test_cli_input_shape_on_a_static_pt2_is_one_line(small_net_pt2, capsys) -> None:
     _, static, _ = small_net_pt2
     assert main(["partition", str(static), "--input-shape", "x=8,3,16,16"]) == 2

@@ -125,11 +125,12 @@ def _logged_errors(causes: list[BaseException]) -> Iterator[None]:
 def _unregistered_type(errors: list[BaseException]) -> str | None:
     """The serialized name of the pytree type torch could not rebuild, if that is the failure."""
     for error in errors:
-        while error is not None:
-            match = _UNREGISTERED.search(str(error))
+        current: BaseException | None = error
+        while current is not None:
+            match = _UNREGISTERED.search(str(current))
             if match:
                 return match.group(1).rstrip(".")
-            error = error.__cause__ or error.__context__  # type: ignore[assignment]  # chain
+            current = current.__cause__ or current.__context__
     return None
 
 
@@ -219,9 +220,10 @@ def _user_inputs(torch: ModuleType, program: Any) -> dict[str, Any]:
 def _example_shape(name: str, dims: tuple[Any, ...], label: str) -> Shape:
     """The shape an input had when the program was exported (its static dims; a dynamic one's
     example size), for an input the caller gave no shape."""
-    sizes = tuple(_hint(dim) for dim in dims)
-    if all(size is not None for size in sizes):
-        return tuple(int(size) for size in sizes)  # type: ignore[arg-type]  # checked above
+    sizes = [_hint(dim) for dim in dims]
+    known = [size for size in sizes if size is not None]
+    if len(known) == len(sizes):
+        return tuple(known)
     raise InputShapeError(f"{label}'s input {name!r} has dynamic dimensions ({_format(dims)}); "
                           f"pass {shapes_hint({name: tuple(s or 1 for s in sizes)})} with the "
                           "sizes you want")
@@ -278,13 +280,13 @@ def _hint(dim: Any) -> int | None:
 
 
 def _dim_range(program: Any, dim: Any) -> tuple[int | float, int | float]:
-    """The sizes a dynamic dimension allows (its ``Dim(min=, max=)``); torch writes an unbounded
-    maximum as a large integer or infinity."""
+    """The sizes a dynamic dimension allows (its ``Dim(min=, max=)``). An unbounded maximum is
+    torch's ``int_oo``, which calls itself finite but is no sympy ``Integer``."""
     ranges = program.range_constraints.get(dim.node.expr)
     if ranges is None:
         return 0, float("inf")
     low, high = ranges.lower, ranges.upper
-    return int(low), (float("inf") if not high.is_finite else int(high))
+    return (int(low) if low.is_Integer else 0), (int(high) if high.is_Integer else float("inf"))
 
 
 def _format(dims: tuple[Any, ...]) -> str:
