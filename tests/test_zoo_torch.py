@@ -45,7 +45,8 @@ TV = zoo.torchvision_names()
 
 def test_torchvision_builds_are_listed_apart_with_what_they_need() -> None:
     assert TV == ["tv:resnet50", "tv:resnet152", "tv:simple_pose_resnet152", "tv:fcn_resnet101",
-                  "tv:mobilenet_v2", "tv:vit_b_16", "tv:swin_t"]
+                  "tv:mobilenet_v2", "tv:vit_b_16", "tv:swin_t",
+                  "tv:ssdlite320_mobilenet_v3_large"]
     assert not set(TV) & set(zoo.names() + zoo.evaluation_names())  # both frontends load those
     pose = zoo.info("tv:simple_pose_resnet152")
     assert pose.needs == ("torch", "torchvision", "onnxscript") and pose.frontends == ("onnx",)
@@ -225,3 +226,33 @@ def test_profile_loads_torchvision_builds_by_name() -> None:
     assert params and any(source_name(c).startswith("layer1.0") for c in calls)
     with pytest.raises(ProfileError, match="expected zoo:NAME or tv:NAME"):
         _load("tv:resnet50:tiny", None, None)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target, strategy, host_convs", [
+    ("neuron", None, 0),
+    ("neuron@2020", None, 31),  # the depthwise convolutions: grouped conv came in 1.3.0.0
+    ("tensorcore", "greedy", 0),
+])
+def test_small_ssdlite_detector_partitions_and_validates(target, strategy, host_convs) -> None:
+    """The detector of the suite: SSDlite up to its decoded boxes and scores (torchvision's
+    post-processing cannot be exported or split, README's known limitations)."""
+    name = "tv:ssdlite320_mobilenet_v3_large"
+    mod, params = zoo.load(name, small=True)
+    result = partition_lab.partition(mod, target, params=params, strategy=strategy)
+    result.plan.validate()
+    nodes = result.plan.to_dict()["nodes"]
+    host = [n for n in nodes if n["device"] == "cpu"]
+    assert len(host) == host_convs and {n["op"] for n in host} <= {"nn.conv2d"}
+    assert all("grouped/depthwise conv" in n["reason"] for n in host)
+    if target != "neuron@2020":
+        return
+    # Region by region on the host: the plan with 31 islands computes what the module does.
+    inputs = zoo.sample_inputs(name, small=True)
+    got = RegionExecutor(result, opt_level=0).run(inputs)
+    with torch.no_grad():
+        boxes, scores = seeded_torch_module(zoo.info(name), small=True)(
+            torch.from_numpy(inputs["data"]))
+    assert scores.std() > 1e-3  # seeded batch norms: the scores are not all 1/3
+    np.testing.assert_allclose(got[0], boxes.numpy(), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(got[1], scores.numpy(), rtol=1e-4, atol=1e-6)

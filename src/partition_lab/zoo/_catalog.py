@@ -319,6 +319,18 @@ TORCHVISION["tv:swin_t"] = ZooEntry(
     {"nn.conv2d": 1, "nn.dense": 18, "nn.batch_matmul": 8, "nn.softmax": 4, "variance": 11,
      "erf": 4, "scatter_nd": 18}, frontends=("onnx",), frontend_note=_TV_NOTE,
     built_with="torch")
+TORCHVISION["tv:ssdlite320_mobilenet_v3_large"] = ZooEntry(
+    "tv:ssdlite320_mobilenet_v3_large", "torchvision SSDlite320 on MobileNetV3-Large (COCO, 91 "
+    "classes) up to decoded boxes and class scores; no post-processing",
+    {"data": (1, 3, 320, 320)}, "float32", TORCHVISION_SOURCE,
+    "a detector as accelerators run it: torchvision's score filtering, top-k and NMS have shapes "
+    "that depend on the scores, which torch.export refuses and partition_lab cannot split "
+    "(README, known limitations), so they stay with the caller (issue 20)",
+    "the same network with 3 classes, 64x64 input",
+    {"data": (1, 3, 64, 64)},
+    {"nn.conv2d": 98, "nn.softmax": 1, "exp": 2},
+    {"nn.conv2d": 98, "nn.softmax": 1, "exp": 2}, frontends=("onnx",), frontend_note=_TV_NOTE,
+    built_with="torch")
 ENTRIES.update(TORCHVISION)
 
 

@@ -19,6 +19,7 @@ import torchvision  # noqa: E402  (after require_torch: it hides Triton, which c
 from torch import nn  # noqa: E402
 from torchvision.models import resnet  # noqa: E402
 from torchvision.models._utils import IntermediateLayerGetter  # noqa: E402
+from torchvision.models.detection.image_list import ImageList  # noqa: E402
 from torchvision.models.segmentation import fcn  # noqa: E402
 
 #: Bottleneck counts of the small ResNets: one block per stage (17 convolutions).
@@ -112,3 +113,37 @@ def swin_t(small: bool) -> Any:
             patch_size=[4, 4], embed_dim=16, depths=[2, 2], num_heads=[2, 2], window_size=[4, 4],
             num_classes=10)
     return torchvision.models.swin_t(weights=None)
+
+
+class SSDWithoutPostprocessing(nn.Module):
+    """torchvision's SSD up to its decoded boxes and class scores: backbone, head, anchors and
+    box decoding, as ``SSD.postprocess_detections`` starts. Its score filtering, top-k and NMS
+    are left to the host: their output shapes depend on the scores (``x[scores > t]``, a
+    ``topk`` of ``min(k, n)``, NMS), which ``torch.export`` refuses and partition_lab cannot
+    split. The input is an image already resized and normalised (``SSD.transform`` is left out
+    too: it only rescales at 320x320)."""
+
+    def __init__(self, ssd: Any) -> None:
+        super().__init__()
+        self.backbone = ssd.backbone  # keeps torchvision's names: backbone.features.0.0.0
+        self.head = ssd.head
+        self.anchor_generator = ssd.anchor_generator
+        self.box_coder = ssd.box_coder  # not a module: weights 10, 10, 5, 5
+
+    def forward(self, images: Any) -> Any:
+        features = list(self.backbone(images).values())
+        outputs = self.head(features)
+        sizes = [(int(images.shape[-2]), int(images.shape[-1]))] * int(images.shape[0])
+        anchors = self.anchor_generator(ImageList(images, sizes), features)
+        boxes = torch.stack([self.box_coder.decode_single(codes, image_anchors) for
+                             codes, image_anchors in zip(outputs["bbox_regression"], anchors,
+                                                         strict=True)])
+        return boxes, torch.softmax(outputs["cls_logits"], dim=-1)
+
+
+def ssdlite320_mobilenet_v3_large(small: bool) -> Any:
+    """SSDlite320 on MobileNetV3-Large (91 COCO classes, 320x320), without post-processing;
+    small: the same network with 3 classes (the input is 64x64)."""
+    ssd = torchvision.models.detection.ssdlite320_mobilenet_v3_large(
+        weights=None, weights_backbone=None, num_classes=3 if small else 91)
+    return SSDWithoutPostprocessing(ssd)

@@ -169,7 +169,7 @@ def _load_file(
 
         return load_relay_text(path, input_shapes)
     if suffix in TORCH_SUFFIXES:
-        from ._torch import load_pt2_file
+        from ._pt2 import load_pt2_file
 
         return load_pt2_file(path, input_shapes)
     known = ", ".join(ONNX_SUFFIXES + ("-symbol.json",) + RELAY_TEXT_SUFFIXES + TORCH_SUFFIXES)

@@ -1,5 +1,5 @@
-"""PyTorch ``nn.Module`` or ``.pt2`` file (``torch.export.save``) -> ONNX -> Relay, with each
-node named by its PyTorch module path.
+"""PyTorch ``nn.Module`` (or the program of a ``.pt2`` file, read by ``_pt2``) -> ONNX ->
+Relay, with each node named by its PyTorch module path.
 
 Route: ``torch.export`` gives an ``ExportedProgram``; ``torch.onnx.export`` (the exporter built
 on it, which needs onnxscript) writes ONNX; :func:`name_nodes_by_module` renames every ONNX node
@@ -10,6 +10,14 @@ several times after the enclosing block, where this route names every call insid
 by its path (``layer1.0.relu``, ``layer1.0.relu#2``...) and the rest
 ``<enclosing module>/<op>`` (``layer1.0/add``); the measurement is in the CHANGELOG.
 ``torch.jit.trace`` is also deprecated in PyTorch 2.14, and a ``.pt2`` holds no TorchScript.
+
+No fallback to the TorchScript exporter (``torch.onnx.export(..., dynamo=False)``) when
+``torch.export`` fails: tracing records one path through code that branches on tensor values,
+which is what ``torch.export`` refuses, so the graph would hold the example's branch without a
+word; the models that fail so (detectors' post-processing) give graphs partition_lab cannot
+split anyway (``If``, ``Loop``, shapes computed from the data); and PyTorch 2.14 warns that
+exporter "will be removed". A failure is one line naming the construct and where it is
+(:func:`export_failure`).
 
 The exporter's metadata is the source of the names: each node carries
 ``pkg.torch.onnx.name_scopes`` (``['', 'layer1', 'layer1.0', 'layer1.0.conv1', 'conv2d_1']``:
@@ -24,6 +32,7 @@ import contextlib
 import importlib
 import io
 import logging
+import re
 import sys
 import warnings
 from collections import Counter
@@ -38,7 +47,7 @@ import tvm
 from ..._audience import shapes_option
 from ..._optional import MissingDependencyError
 from ...errors import InputShapeError, ModelFormatError
-from ._common import checked_shape
+from ._common import checked_shape, first_line
 from ._spans import first_call_name
 
 Params = dict[str, tvm.nd.NDArray]
@@ -105,21 +114,6 @@ def load_torch_module(
     return _convert(model, label, input_shapes)
 
 
-def load_pt2_file(path: Path, input_shapes: Mapping[str, object] | None) -> tuple[tvm.IRModule,
-                                                                                   Params]:
-    """Convert an ``ExportedProgram`` saved with ``torch.export.save``."""
-    torch = require_torch(f"reading the PyTorch program {path.name!r}")
-    try:
-        with _quiet():  # torch logs the failure with its traceback before raising
-            program = torch.export.load(str(path))
-    except Exception as exc:  # torch raises RuntimeError, BadZipFile, KeyError... on bad files
-        raise ModelFormatError(
-            f"{str(path)!r} is not a program saved with torch.export.save ({_first_line(exc)}); "
-            "save it with torch.export.save(torch.export.export(model, args), path)") from exc
-    model = exported_program_to_onnx(program, None, path.name)
-    return _convert(model, path.name, input_shapes)
-
-
 def module_to_onnx(module: Any, example_inputs: Any,
                    input_names: Sequence[str] | None = None) -> onnx.ModelProto:
     """``module`` (eval mode) exported at ``example_inputs`` as ONNX with module-path node names
@@ -145,16 +139,17 @@ def exported_program_to_onnx(program: Any, input_names: Sequence[str] | None,
     import torch
 
     try:
-        with _quiet():
+        with quiet_torch():
             exported = torch.onnx.export(program, (), dynamo=True, optimize=False,
                                          opset_version=TORCH_ONNX_OPSET,
                                          input_names=list(input_names) if input_names else None,
                                          verbose=False)
     except Exception as exc:  # the exporter wraps what it cannot translate in its own errors
         raise ModelFormatError(f"torch.onnx.export cannot export {label}: "
-                               f"{_first_line(exc)}") from exc
+                               f"{first_line(exc)}") from exc
     program_ir = exported.model
-    onnxscript.optimizer.fold_constants(program_ir)
+    with quiet_torch():
+        onnxscript.optimizer.fold_constants(program_ir)
     onnxscript.optimizer.remove_unused_nodes(program_ir)
     # Constant nodes with value_ints/value_floats (Resize's scales) are beyond TVM 0.19.
     onnx_ir.passes.common.LiftConstantsToInitializersPass(lift_all_constants=True,
@@ -241,13 +236,83 @@ def _export(torch: ModuleType, module: Any, args: tuple[Any, ...], label: str) -
     training = module.training
     module.eval()
     try:
-        with torch.no_grad(), _quiet():
+        with torch.no_grad(), quiet_torch():
             return torch.export.export(module, args)
     except Exception as exc:  # torch.export raises many kinds (UserError, Unsupported...)
-        raise ModelFormatError(f"torch.export cannot export {label}: {_first_line(exc)}; see "
-                               "the torch.export documentation for what it traces") from exc
+        raise ModelFormatError(f"torch.export cannot export {label}: {export_failure(exc)}") \
+            from exc
     finally:
         module.train(training)
+
+
+#: torch's exceptions for a guard on a value only known when the model runs.
+_DATA_DEPENDENT = frozenset({"GuardOnDataDependentSymNode", "DataDependentOutputException",
+                             "DynamicOutputShapeException"})
+
+
+#: Where torch says a guard came from: ``Caused by: (torchvision/ops/boxes.py:103 in f)``.
+_CAUSED_BY = re.compile(r"Caused by: \(?([^\s()]+):(\d+) in ([\w.<>]+)\)?")
+_UNHINTED = re.compile(r"\s*\(unhinted:.*$")
+#: A frame of user code in torch's messages, with its code line:
+#: ``File "/x/ssd.py", line 404, in forward`` then ``    if x.sum() > 0:``.
+_USER_FRAME = re.compile(r'File "([^"]+)", line (\d+), in ([\w.<>]+)\n[ \t]*([^\n]*)')
+
+
+def export_failure(exc: BaseException) -> str:
+    """What stopped ``torch.export``, in one bounded line: the construct, where in the model's
+    code it is, and what to do.
+
+    torch's own message can be a few thousand characters (the graph traced so far, a symbolic
+    expression) over a dozen lines of debugging advice; the line kept here is at most a few
+    hundred characters.
+    """
+    where = _failure_location(exc)
+    at = f" at {where}" if where else ""
+    if type(exc).__name__ in _DATA_DEPENDENT or "data-dependent" in first_line(exc):
+        # "Could not guard on data-dependent expression Eq(u0, 1) (unhinted: Eq(u0, 1)). ..."
+        guard = first_line(_UNHINTED.sub("", first_line(exc, 1000)), 100)
+        return (f"a shape or branch that depends on tensor values{at} ({guard}); "
+                "torch.export needs shapes that do not depend on the data: export the model up "
+                "to that code (a detector up to its head outputs) and run the rest on the host")
+    return f"{first_line(exc)}{at}; see the torch.export documentation for what it traces"
+
+
+def _failure_location(exc: BaseException) -> str | None:
+    """``file:line in function`` (and the code line, when torch quotes it) of the model code
+    that torch blames, the path shortened to its package (``torchvision/ops/boxes.py:103 in
+    _batched_nms_coordinate_trick``); None if torch names no place outside torch itself."""
+    text = str(exc)
+    places = [(path, line, function, code) for path, line, function, code
+              in reversed(_USER_FRAME.findall(text))]
+    places += [(path, line, function, "") for path, line, function in _CAUSED_BY.findall(text)]
+    places += [(frame.filename, str(frame.lineno), frame.name, frame.line or "")
+               for frame in reversed(list(getattr(exc, "real_stack", None) or []))]
+    for path, line, function, code in places:
+        if not _is_torch_source(path):
+            quoted = f" ({first_line(code, 60)})" if code.strip() else ""
+            return f"{_short_path(path)}:{line} in {function}{quoted}"
+    return None
+
+
+def _is_torch_source(path: str) -> bool:
+    """Whether ``path`` (absolute, or relative to torch as torch writes ``_export/...``) is a
+    file of torch itself rather than of the model."""
+    import torch
+
+    root = Path(torch.__file__).parent
+    candidate = Path(path)
+    if candidate.is_absolute():
+        return root in candidate.parents
+    return (root / candidate).exists() or candidate.parts[:1] == ("torch",)
+
+
+def _short_path(path: str) -> str:
+    """A source path from its package on (``torchvision/ops/boxes.py``), else its last three
+    parts."""
+    marker = "site-packages/"
+    if marker in path:
+        return path.rsplit(marker, 1)[1]
+    return "/".join(Path(path).parts[-3:])
 
 
 def _convert(model: onnx.ModelProto, label: str,
@@ -258,24 +323,23 @@ def _convert(model: onnx.ModelProto, label: str,
 
 
 @contextlib.contextmanager
-def _quiet() -> Iterator[None]:
-    """The exporter prints progress lines and warnings (and torch logs that Triton is hidden);
-    a loader says nothing when it works."""
-    torch_log = logging.getLogger("torch")
-    level = torch_log.level
-    torch_log.setLevel(logging.ERROR)
+def quiet_torch() -> Iterator[None]:
+    """The exporter prints progress lines and warnings (and torch logs that Triton is hidden;
+    onnxscript's constant folding, each node it cannot evaluate); a loader says nothing when
+    it works."""
+    logs = [logging.getLogger(name) for name in ("torch", "onnxscript")]
+    levels = [log.level for log in logs]
+    for log in logs:
+        log.setLevel(logging.ERROR)
     try:
         with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
             warnings.simplefilter("ignore")
             yield
     finally:
-        torch_log.setLevel(level)
+        for log, level in zip(logs, levels, strict=True):
+            log.setLevel(level)
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
-
-
-__all__ = ["exported_program_to_onnx", "is_torch_module", "load_pt2_file", "load_torch_module",
-           "module_path", "module_to_onnx", "name_nodes_by_module", "require_torch"]
+__all__ = ["export_failure", "exported_program_to_onnx", "is_torch_module", "load_torch_module",
+           "module_path", "module_to_onnx", "name_nodes_by_module", "quiet_torch",
+           "require_torch"]
