@@ -662,6 +662,10 @@ def _index_cases() -> tuple[dict[str, Any], dict[str, np.ndarray]]:
             relay.round(halves)]),
         "mod/floor_mod (float)": relay.Tuple([relay.mod(x, relay.const(0.7)),
                                               relay.floor_mod(x, relay.const(-0.7))]),
+        "variance (LayerNorm's, biased and unbiased), isnan, cast_like": relay.Tuple([
+            relay.variance(x, axis=[3], keepdims=True), relay.variance(x, axis=[1, 2],
+                                                                       unbiased=True),
+            relay.isnan(relay.log(x)), relay.cast_like(x, relay.cast(y, "int32"))]),
         "zeros_like/ones_like (int64)": relay.Tuple([
             relay.zeros_like(relay.cast(x, "int64")), relay.ones_like(relay.cast(x, "int64"))]),
         "shape_of (int64, int32)": relay.Tuple([relay.shape_of(x),

@@ -79,14 +79,14 @@ for _op, _fn in {
     "equal": torch.eq, "not_equal": torch.ne, "less": torch.lt, "less_equal": torch.le,
     "greater": torch.gt, "greater_equal": torch.ge,
     "logical_and": torch.logical_and, "logical_or": torch.logical_or,
-    "logical_xor": torch.logical_xor, "logical_not": torch.logical_not,
+    "logical_xor": torch.logical_xor, "logical_not": torch.logical_not, "isnan": torch.isnan,
 }.items():
     KERNELS[_op] = Kernel(_elementwise(_fn))
 
 
-@kernel("copy", "cast", "nn.dropout", "stop_gradient")
+@kernel("copy", "cast", "cast_like", "nn.dropout", "stop_gradient")
 def _identity(node: OpNode, args: list[Any], prepared: Any) -> Any:
-    # cast: the executor casts every output to its graph type after the kernel.
+    # cast, cast_like: the executor casts every output to its graph type after the kernel.
     # dropout: inference is the identity; its second output (the mask) is never used.
     return (args[0], args[0]) if len(node.outputs) == 2 else args[0]
 
@@ -188,6 +188,18 @@ def _reduce(node: OpNode, args: list[Any], prepared: Any) -> Any:
         return (torch.mean if node.op == "mean" else torch.sum)(x, dim=axes, keepdim=keep)
     fn = torch.amax if node.op == "max" else torch.amin
     return fn(x, dim=axes, keepdim=keep)
+
+
+@kernel("variance")
+def _variance(node: OpNode, args: list[Any], prepared: Any) -> Any:
+    """Relay's variance(data, mean): the mean of (data - mean)^2 over the axes (N - 1 in the
+    denominator when ``unbiased``); LayerNorm as TVM's ONNX importer writes it."""
+    x, mean = args[0], args[1]
+    axes = _reduce_axes(node, x.dim())
+    keep = bool(node.attrs.get("keepdims", False))
+    squares = torch.sum((x - mean) ** 2, dim=axes, keepdim=keep)
+    count = math.prod(x.shape[a] for a in axes)
+    return squares / max(count - 1 if node.attrs.get("unbiased") else count, 1)
 
 
 @kernel("argmax", "argmin")
