@@ -224,6 +224,27 @@ def test_resnet50_tensorcore_eligibility_depends_on_batch(model: str, eligible: 
                 "cin 3" in result.plan.decisions[node.id].reason)
 
 
+def test_an_item_of_a_tuple_literal_is_outlined_as_what_it_holds() -> None:
+    """ToMixedPrecision writes ``%t = (c, %x); concatenate((%t.0, f(%t.1)))`` (ViT's class token
+    at batch 8 on tensorcore): the region of the concatenate reads ``c`` alone, not ``%x``,
+    which another region computes."""
+    from tvm import relay
+
+    x = relay.var("x", shape=(1, 4, 8), dtype="float32")
+    token = relay.const(np.arange(32, dtype="float32").reshape(1, 4, 8))
+    pair = relay.Tuple([token, relay.nn.relu(x)])
+    body = relay.concatenate([relay.TupleGetItem(pair, 0),
+                              relay.sigmoid(relay.TupleGetItem(pair, 1))], axis=1)
+    mod = tvm.IRModule.from_expr(relay.Function([x], body))
+    result = partition_lab.partition(mod, "neuron", exclude_ops=("nn.relu",), strategy="greedy")
+    result.plan.validate()
+    placed = {node.op: result.plan.device_of(node.id) for node in result.graph}
+    assert placed == {"nn.relu": "cpu", "sigmoid": "neuron", "concatenate": "neuron"}
+    inputs = {"x": np.random.default_rng(0).standard_normal((1, 4, 8)).astype("float32")}
+    got = RegionExecutor(result, opt_level=0).run(inputs)
+    np.testing.assert_allclose(got[0], run_module(mod, inputs, opt_level=0)[0], rtol=1e-6)
+
+
 # ----------------------------------------------------------------------------- bad input
 def test_unknown_target_lists_known_ones() -> None:
     mod, params = zoo.load("resnet50_v1", small=True)

@@ -354,6 +354,11 @@ class _Outliner:
             if isinstance(value, relay.Call):
                 ref = (self.rg.node_of(value), expr.index)
                 return self._tensor_for(ref, env[ref], side)
+            if isinstance(value, relay.Tuple):
+                # An item of a tuple literal is what it holds (ToMixedPrecision writes
+                # ``(c, %6).0``): the other items may be in another region, so remapping the
+                # whole tuple would read them here.
+                return self._remap(array_items(value.fields)[expr.index], env, inputs, side)
             return relay.TupleGetItem(self._remap(value, env, inputs, side), expr.index)
         if isinstance(expr, relay.Tuple):
             return relay.Tuple([self._remap(f, env, inputs, side)
