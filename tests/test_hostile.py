@@ -566,13 +566,13 @@ def _(d: Path):
 
 @case("bad-zoo-name")
 def _(d: Path):
-    return ["partition", "zoo:resnet50_v1:tiny"], "expected zoo:NAME or tv:NAME, optionally followed by :small"
+    return ["partition", "zoo:resnet50_v1:tiny"], "expected zoo:NAME, tv:NAME or hf:NAME, optionally followed by :small"
 
 
 @case("input-shape-on-zoo")
 def _(d: Path):
     return (["partition", "zoo:resnet50_v1:small", "--input-shape", "data=1,3,8,8"],
-            "--input-shape applies to model files")
+            "resnet50_v1:small has fixed input shapes (data=1,3,64,64): it is built with MXNet")
 
 
 @case("unknown-hardware-profile")

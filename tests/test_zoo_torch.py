@@ -25,7 +25,7 @@ from partition_lab.cli import (
     main,
     resolve_job,
 )
-from partition_lab.errors import PartitionLabError, UnsupportedOperatorError
+from partition_lab.errors import InputShapeError, PartitionLabError, UnsupportedOperatorError
 from partition_lab.relay.frontends import calls_without_source_name, source_name
 from partition_lab.relay.frontends._spans import calls_in_order
 from partition_lab.relay.frontends._torch import module_path
@@ -46,7 +46,8 @@ TV = zoo.torchvision_names()
 def test_torchvision_builds_are_listed_apart_with_what_they_need() -> None:
     assert TV == ["tv:resnet50", "tv:resnet152", "tv:simple_pose_resnet152", "tv:fcn_resnet101",
                   "tv:mobilenet_v2", "tv:vit_b_16", "tv:swin_t",
-                  "tv:ssdlite320_mobilenet_v3_large"]
+                  "tv:ssdlite320_mobilenet_v3_large", "tv:convnext_tiny",
+                  "tv:efficientnet_b0", "tv:deeplabv3_mobilenet_v3_large"]
     assert not set(TV) & set(zoo.names() + zoo.evaluation_names())  # both frontends load those
     pose = zoo.info("tv:simple_pose_resnet152")
     assert pose.needs == ("torch", "torchvision", "onnxscript") and pose.frontends == ("onnx",)
@@ -224,7 +225,7 @@ def test_profile_loads_torchvision_builds_by_name() -> None:
     mod, params = _load("tv:resnet50:small", None, None)
     calls = calls_in_order(mod["main"])
     assert params and any(source_name(c).startswith("layer1.0") for c in calls)
-    with pytest.raises(ProfileError, match="expected zoo:NAME or tv:NAME"):
+    with pytest.raises(ProfileError, match="expected zoo:NAME, tv:NAME or hf:NAME"):
         _load("tv:resnet50:tiny", None, None)
 
 
@@ -256,3 +257,86 @@ def test_small_ssdlite_detector_partitions_and_validates(target, strategy, host_
     assert scores.std() > 1e-3  # seeded batch norms: the scores are not all 1/3
     np.testing.assert_allclose(got[0], boxes.numpy(), rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(got[1], scores.numpy(), rtol=1e-4, atol=1e-6)
+
+
+def test_hugging_face_builds_without_transformers_fail_in_one_line(tmp_path, monkeypatch) -> None:
+    """transformers is no dependency of the package: where it is missing, building an hf: model
+    says so in one line naming the fix (as a missing torch does), and nothing is cached."""
+    from partition_lab._optional import MissingDependencyError
+
+    monkeypatch.setenv(zoo.CACHE_ENV, str(tmp_path))
+    monkeypatch.setitem(sys.modules, "transformers", None)  # import transformers -> ImportError
+    with pytest.raises(MissingDependencyError) as missing:
+        zoo.onnx_path("hf:distilbert", small=True)
+    message = str(missing.value)
+    assert "\n" not in message and "'hf:distilbert' needs transformers" in message
+    assert "pip install transformers" in message
+    assert not list(tmp_path.rglob("*.onnx"))
+
+
+# ------------------------------------------------------------------------------ other shapes
+def test_a_torch_build_loads_at_another_batch_exported_again(tmp_path, monkeypatch) -> None:
+    """The export writes the batch into ViT's reshapes: another batch is another export, cached
+    apart from the model's own file, and it computes what the module computes."""
+    monkeypatch.setenv(zoo.CACHE_ENV, str(tmp_path))
+    name, shapes = "tv:vit_b_16", {"data": (3, 3, 32, 32)}
+    mod, params = zoo.load(name, small=True, input_shapes=shapes)
+    assert [tuple(p.checked_type.shape) for p in mod["main"].params if p.name_hint == "data"] \
+        == [(3, 3, 32, 32)]
+    assert tuple(mod["main"].ret_type.shape) == (3, 10)
+    assert mod.attrs["partition_lab.name"] == "tv:vit_b_16:small (data=3,3,32,32)"
+    files = sorted(path.name for path in tmp_path.rglob("*.onnx"))
+    assert files == ["tv_vit_b_16@data=3x3x32x32.onnx"]
+    own, _ = zoo.load(name, small=True)  # the model's own shapes: its own file
+    assert tuple(own["main"].params[0].checked_type.shape) == (1, 3, 32, 32)
+    assert len(list(tmp_path.rglob("*.onnx"))) == 2
+    assert zoo.load(name, small=True, input_shapes={"data": (1, 3, 32, 32)})[0]["main"].same_as(
+        own["main"])  # the model's own shapes asked for explicitly
+    result = partition_lab.partition(mod, "neuron", params=params, strategy="greedy")
+    result.plan.validate()
+    inputs = zoo.sample_inputs(name, small=True, input_shapes=shapes)
+    assert inputs["data"].shape == (3, 3, 32, 32)
+    got = RegionExecutor(result, opt_level=0).run(inputs)
+    with torch.no_grad():
+        expected = seeded_torch_module(zoo.info(name), small=True)(
+            torch.from_numpy(inputs["data"])).numpy()
+    np.testing.assert_allclose(got[0], expected, rtol=1e-4, atol=1e-5 * np.abs(expected).max())
+
+
+@pytest.mark.parametrize("shapes, message", [
+    # ViT's position embedding is fixed: the module's own assertion, in one line.
+    ({"data": (1, 3, 64, 64)}, "tv:vit_b_16:small cannot take data=1,3,64,64 (it was exported "
+                               "again at those shapes: Wrong image height! Expected 32 but got "
+                               "64!); its inputs are data=1,3,32,32"),
+    ({"image": (1, 3, 32, 32)}, "tv:vit_b_16:small has no input 'image'; its inputs are "
+                                "data=1,3,32,32"),
+    ({"data": (3, 32, 32)}, "tv:vit_b_16:small's input data has 4 dimensions (data=1,3,32,32); "
+                            "got 3"),
+])
+def test_a_shape_the_model_cannot_take_is_one_line(shapes, message, tmp_path,
+                                                    monkeypatch) -> None:
+    monkeypatch.setenv(zoo.CACHE_ENV, str(tmp_path))
+    with pytest.raises(InputShapeError) as error:
+        zoo.load("tv:vit_b_16", small=True, input_shapes=shapes)
+    assert str(error.value) == message
+    assert not list(tmp_path.rglob("*.onnx"))  # nothing half-built left in the cache
+
+
+def test_cli_input_shape_on_a_tv_model_exports_it_again(tmp_path, monkeypatch, capsys) -> None:
+    """``partition-lab viz tv:vit_b_16 --input-shape data=32,3,224,224 -t tensorcore``, small."""
+    monkeypatch.setenv(zoo.CACHE_ENV, str(tmp_path))
+    out = tmp_path / "vit.svg"
+    assert main(["viz", "tv:vit_b_16:small", "--input-shape", "data=8,3,32,32", "-t",
+                 "tensorcore", "-o", str(out)]) == 0
+    assert "<svg" in out.read_text()
+    assert [path.name for path in tmp_path.rglob("*.onnx")] == ["tv_vit_b_16@data=8x3x32x32.onnx"]
+    capsys.readouterr()
+    assert main(["viz", "tv:vit_b_16:small", "--input-shape", "data=8,3,48,48", "-t",
+                 "tensorcore", "-o", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "cannot take data=8,3,48,48" in err
+    assert "Wrong image height! Expected 32 but got 48!" in err
+    assert main(["viz", "zoo:resnet50_v1:small", "--input-shape", "data=8,3,64,64",
+                 "-o", str(out)]) == 2
+    assert "resnet50_v1:small has fixed input shapes (data=1,3,64,64): it is built with MXNet" \
+        in capsys.readouterr().err

@@ -18,9 +18,13 @@ from types import ModuleType
 
 from .errors import PartitionLabError
 
-__all__ = ["MXNET_FIX", "MissingDependencyError", "require_mxnet"]
+__all__ = ["MXNET_FIX", "MissingDependencyError", "TRANSFORMERS_FIX", "require_mxnet",
+           "require_transformers"]
 
 MXNET_FIX = "pip install 'partition-lab[mxnet]' (Python 3.11 only)"
+#: transformers builds the zoo's hf: models (BERT-base, DistilBERT); it is in the test extra
+#: only, not a dependency of the package.
+TRANSFORMERS_FIX = "pip install transformers==5.23.0 (it is in partition-lab's test extra)"
 # The first Python without a numpy that MXNet 1.9.1 accepts (numpy 1.23 stops at 3.11).
 _FIRST_PYTHON_WITHOUT_MXNET = (3, 12)
 
@@ -66,6 +70,24 @@ def require_mxnet(what: str, *, gluoncv: bool = False) -> ModuleType:
     if gluoncv and not _installed("gluoncv"):
         raise MissingDependencyError(_missing_message(what, "gluoncv"), name="gluoncv")
     return module
+
+
+def require_transformers(what: str) -> ModuleType:
+    """Import Hugging Face ``transformers`` for ``what``, or raise a one-line
+    :class:`MissingDependencyError` naming the fix (it is not a dependency of the package).
+
+    >>> transformers = require_transformers("the zoo model 'hf:bert_base'")  # doctest: +SKIP
+    """
+    try:
+        return importlib.import_module("transformers")
+    except ImportError as exc:
+        if getattr(exc, "name", None) not in (None, "transformers"):  # its own import is broken
+            first_line = (str(exc).splitlines() or [""])[0]
+            raise MissingDependencyError(
+                f"{what} needs transformers, which is installed but does not import "
+                f"({first_line}); {TRANSFORMERS_FIX}", name="transformers") from exc
+        raise MissingDependencyError(f"{what} needs transformers, which is not installed; "
+                                     f"{TRANSFORMERS_FIX}", name="transformers") from exc
 
 
 def _running_python() -> tuple[int, int]:

@@ -201,7 +201,7 @@ def run_zoo(args: argparse.Namespace) -> int:
     """``partition-lab zoo``: the bundled models, their inputs and the story each tells."""
     from .. import zoo
 
-    for name in zoo.names() + zoo.torchvision_names():
+    for name in zoo.names() + zoo.torchvision_names() + zoo.transformers_names():
         entry = zoo.info(name)
         shapes = ", ".join(f"{k}={','.join(map(str, v))}" for k, v in entry.input_shapes.items())
         print(f"{name}\n  {entry.description}\n  inputs: {shapes}\n  needs: "

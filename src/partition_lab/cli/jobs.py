@@ -35,7 +35,7 @@ EXIT_FALLBACK = 3
 
 
 MODEL_HELP = ("an .onnx file, a PyTorch .pt2 file (torch.export.save), an MXNet -symbol.json "
-              "(its .params beside it), or zoo:NAME / tv:NAME "
+              "(its .params beside it), or zoo:NAME / tv:NAME / hf:NAME "
               "(:small for the small variant; see 'partition-lab zoo')")
 
 
@@ -151,24 +151,26 @@ def resolve_job(args: argparse.Namespace, *, default_model: bool = False) -> Job
     if is_zoo_model(model):
         from .. import zoo
 
-        zoo.info(zoo_name(model)[0])  # raises UnknownModelError listing the bundled models
-    if shapes and is_zoo_model(model):
-        raise InputShapeError("--input-shape applies to model files; zoo models have fixed "
-                              "shapes (see 'partition-lab zoo')")
+        name, small = zoo_name(model)
+        zoo.info(name)  # raises UnknownModelError listing the bundled models
+        # Only PyTorch builds take other shapes (exported again); InputShapeError says why not.
+        zoo.check_input_shapes(name, shapes, small=small)
     return Job(model, target_name, platform, strategy, strategy_options, shapes,
                args.profile, Progress(True if args.progress else None), cache,
                args.onnx_check)
 
 
 def load(job: Job, frontend: str | None) -> tuple[Any, Any]:
-    """Load MODEL (a file, zoo:NAME[:small] or tv:NAME[:small]) as ``(IRModule, params)``;
-    ``frontend`` None is the zoo model's own first frontend."""
+    """Load MODEL (a file, zoo:NAME[:small], tv:NAME[:small] or hf:NAME[:small]) as
+    ``(IRModule, params)``; ``frontend`` None is the zoo model's own first frontend; the job's
+    input shapes re-export a tv:/hf: model at those shapes."""
     with job.progress.step(f"loading {job.model}"):
         if is_zoo_model(job.model):
             from .. import zoo
 
             name, small = zoo_name(job.model)
-            return zoo.load(name, frontend=frontend, small=small)  # type: ignore[arg-type]
+            return zoo.load(name, frontend=frontend, small=small,  # type: ignore[arg-type]
+                            input_shapes=job.input_shapes or None)
         from .. import load_model
 
         return load_model(job.model, input_shapes=job.input_shapes or None,
@@ -192,7 +194,7 @@ def model_file(model: str) -> str | None:
 
 
 def is_zoo_model(model: str) -> bool:
-    """Whether MODEL names a zoo model (``zoo:NAME``, ``tv:NAME``) rather than a file."""
+    """Whether MODEL names a zoo model (``zoo:NAME``, ``tv:NAME``, ``hf:NAME``), not a file."""
     from ..zoo import is_spec
 
     return is_spec(model)
@@ -211,7 +213,8 @@ def default_model_name() -> str:
 
 
 def zoo_name(model: str) -> tuple[str, bool]:
-    """``(zoo name, small)``: ``zoo:NAME`` is ``NAME``, ``tv:NAME`` is ``tv:NAME``."""
+    """``(zoo name, small)``: ``zoo:NAME`` is ``NAME``, ``tv:NAME`` is ``tv:NAME`` (and
+    ``hf:NAME`` is ``hf:NAME``)."""
     from ..zoo import SPEC_FORM, parse_spec
 
     parsed = parse_spec(model)

@@ -159,7 +159,8 @@ def _add_model_options(sub: argparse.ArgumentParser, *, optional_model: bool = F
                      help="a strategy option (e.g. min_ops=3 for min_size), or else a target option "
                           "(e.g. precision=fp32 for tensorcore); repeatable")
     sub.add_argument("--input-shape", action="append", default=[], metavar="NAME=1,3,224,224",
-                     help="the shape of a model input (model files only); repeatable")
+                     help="the shape of a model input (model files, and tv:/hf: models, which are "
+                          "exported again at it); repeatable")
     sub.add_argument("--exclude-node", action="append", default=[], metavar="NAME",
                      help="keep the node with this source name on the CPU (like neuron-cc's "
                           "excl_node_names); repeatable")
@@ -305,7 +306,8 @@ def _add_profile(commands: Any) -> None:
     sub.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                      help="a platform option (e.g. precision=fp32 for tensorcore); repeatable")
     sub.add_argument("--input-shape", action="append", default=[], metavar="NAME=1,3,224,224",
-                     help="the shape of a model input (model files only); repeatable")
+                     help="the shape of a model input (model files, and tv:/hf: models, which are "
+                          "exported again at it); repeatable")
     sub.add_argument("--name", metavar="NAME", help="the model name recorded with each "
                      "signature (default: the graph's name)")
     sub.add_argument("--bind-as", metavar="NAME", help="store the platform's device bindings "

@@ -508,7 +508,7 @@ def _load(spec: str, params: Mapping[str, Any] | None,
         parsed = zoo.parse_spec(spec)
         if parsed is None:
             raise ProfileError(f"bad model {spec!r}: {zoo.SPEC_FORM}")
-        return zoo.load(parsed[0], small=parsed[1])
+        return zoo.load(parsed[0], small=parsed[1], input_shapes=input_shapes)
     from ..relay.frontends import load_model
 
     mod, loaded = load_model(spec, input_shapes)

@@ -36,13 +36,22 @@ onnxscript, loading a cached file does not. The command line's default model is
 >>> zoo.torchvision_names()[:2]
 ['tv:resnet50', 'tv:resnet152']
 >>> mod, params = zoo.load("tv:simple_pose_resnet152", small=True)   # doctest: +SKIP
+
+The Hugging Face builds (:func:`transformers_names`: ``hf:bert_base``, ``hf:distilbert``) are
+made the same way from ``transformers`` configs (random weights, nothing downloaded); they take
+``input_ids`` (int64) and need ``transformers`` to build, which is not a dependency of the package.
+
+Models built from PyTorch modules load at other input shapes too: ``input_shapes`` exports the
+module again at those shapes (a batch of 32, a longer sequence), cached beside the default file.
+
+>>> mod, params = zoo.load("tv:vit_b_16", input_shapes={"data": (32, 3, 224, 224)})  # doctest: +SKIP
 """
 
 from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Literal
@@ -51,20 +60,21 @@ import numpy as np
 
 from .._audience import option
 from .._optional import require_mxnet
-from ..errors import UnsupportedOperatorError
+from ..errors import InputShapeError, ModelFormatError, UnsupportedOperatorError
 from ._build import discard, is_intact, remove_stale_parts
-from ._catalog import ENTRIES, ZooEntry, entry
+from ._catalog import ENTRIES, NEEDS, ZooEntry, entry
 
 __all__ = [
-    "ZooEntry", "cache_dir", "evaluation_names", "info", "is_spec", "load", "mxnet_paths",
-    "names", "onnx_path", "parse_spec", "reference_outputs", "sample_inputs",
-    "torchvision_names",
+    "ZooEntry", "cache_dir", "check_input_shapes", "evaluation_names", "info", "is_spec", "load",
+    "mxnet_paths", "names", "onnx_path", "parse_spec", "reference_outputs", "sample_inputs",
+    "torchvision_names", "transformers_names",
 ]
 
-#: Model arguments that name zoo models: ``zoo:NAME`` (gluoncv builds, and the others) and
-#: ``tv:NAME`` (torchvision builds), each with an optional ``:small``.
-SPEC_PREFIXES = ("zoo:", "tv:")
-SPEC_FORM = "expected zoo:NAME or tv:NAME, optionally followed by :small"
+#: Model arguments that name zoo models: ``zoo:NAME`` (gluoncv builds, and the others),
+#: ``tv:NAME`` (torchvision builds) and ``hf:NAME`` (Hugging Face builds), each with an optional
+#: ``:small``.
+SPEC_PREFIXES = ("zoo:", "tv:", "hf:")
+SPEC_FORM = "expected zoo:NAME, tv:NAME or hf:NAME, optionally followed by :small"
 
 #: Bump when a model definition, the seeding or the export changes: old cache entries are ignored.
 ZOO_VERSION = 1
@@ -80,13 +90,14 @@ def is_spec(model: object) -> bool:
 
 
 def parse_spec(model: str) -> tuple[str, bool] | None:
-    """``(zoo name, small)`` of ``zoo:NAME[:small]`` (name ``NAME``) or ``tv:NAME[:small]``
-    (name ``tv:NAME``, as :func:`load` takes it); None if it is not of that form."""
+    """``(zoo name, small)`` of ``zoo:NAME[:small]`` (name ``NAME``), ``tv:NAME[:small]`` or
+    ``hf:NAME[:small]`` (name ``tv:NAME``/``hf:NAME``, as :func:`load` takes it); None if it is
+    not of that form."""
     prefix, _, rest = model.partition(":")
     name, _, size = rest.partition(":")
     if f"{prefix}:" not in SPEC_PREFIXES or not name or size not in ("", "small"):
         return None
-    return (f"tv:{name}" if prefix == "tv" else name), size == "small"
+    return (name if prefix == "zoo" else f"{prefix}:{name}"), size == "small"
 
 
 def names() -> list[str]:
@@ -107,6 +118,12 @@ def torchvision_names() -> list[str]:
     return [name for name, zoo_entry in ENTRIES.items() if zoo_entry.built_with == "torch"]
 
 
+def transformers_names() -> list[str]:
+    """Names of the Hugging Face builds (``hf:bert_base``, ``hf:distilbert``): built from
+    ``transformers`` configs, loaded through the ONNX frontend."""
+    return [name for name, zoo_entry in ENTRIES.items() if zoo_entry.built_with == "transformers"]
+
+
 def info(name: str) -> ZooEntry:
     """What the model is, its input shapes and dtype, where it comes from and why it is here.
 
@@ -117,9 +134,10 @@ def info(name: str) -> ZooEntry:
 
 def cache_dir(built_with: str = "mxnet") -> Path:
     """The versioned directory holding the files of the zoo's models built with MXNet (or, with
-    ``built_with="torch"``, of the torchvision builds); not created here."""
+    ``built_with="torch"``/``"transformers"``, of the torchvision/Hugging Face builds); not
+    created here."""
     root = os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "partition_lab" / "zoo"
-    key = _torch_version_key() if built_with == "torch" else _version_key()
+    key = _version_key() if built_with == "mxnet" else _torch_version_key(built_with)
     return Path(root).expanduser() / key
 
 
@@ -141,17 +159,28 @@ def mxnet_paths(name: str, *, small: bool = False) -> tuple[Path, Path]:
     return symbol_path, params_path
 
 
-def onnx_path(name: str, *, small: bool = False) -> Path:
-    """The model's ONNX file (exported from its MXNet files, or by torch.onnx for a torchvision
-    build), built and cached on first use."""
+def onnx_path(name: str, *, small: bool = False,
+              input_shapes: Mapping[str, Sequence[int]] | None = None) -> Path:
+    """The model's ONNX file (exported from its MXNet files, or by torch.onnx for a PyTorch
+    build), built and cached on first use; with ``input_shapes`` (a PyTorch build), the module
+    exported at those shapes, cached apart (see :func:`check_input_shapes`)."""
     zoo_entry = entry(name)
-    path = _model_dir(name, small) / f"{_file_stem(name)}.onnx"
+    shapes = check_input_shapes(name, input_shapes, small=small)
+    path = _model_dir(name, small) / f"{_file_stem(name)}{_shapes_suffix(shapes)}.onnx"
     if not is_intact(path):
         discard(path)
-        if zoo_entry.built_with == "torch":
+        if zoo_entry.exported_by_torch:
             from ._build import build_torch_onnx_file
 
-            build_torch_onnx_file(zoo_entry, small, path)
+            try:
+                build_torch_onnx_file(zoo_entry, small, path, shapes)
+            except ModelFormatError as exc:
+                if shapes is None:
+                    raise
+                raise InputShapeError(
+                    f"{_label(name, small)} cannot take {_shapes_text(shapes)} (it was exported "
+                    f"again at those shapes: {_cause(exc)}); its inputs are "
+                    f"{_shapes_text(zoo_entry.shapes(small))}") from exc
             return path
         from ._build import build_onnx_file
 
@@ -160,10 +189,59 @@ def onnx_path(name: str, *, small: bool = False) -> Path:
     return path
 
 
-def load(name: str, *, frontend: Frontend | None = None,
-         small: bool = False) -> tuple[Any, dict]:
+def check_input_shapes(name: str, input_shapes: Mapping[str, Sequence[int]] | None, *,
+                       small: bool = False) -> dict[str, tuple[int, ...]] | None:
+    """The model's input shapes with ``input_shapes`` applied, or None where they are its own.
+
+    Only a model built from a PyTorch module (``tv:``, ``hf:``) takes other shapes: it is
+    exported again at them (by :func:`onnx_path`, which says in one line why when the module
+    cannot take them). An input not named keeps its shape; each named one keeps its rank.
+
+    Raises
+    ------
+    InputShapeError
+        Shapes for a model built with MXNet (exported once, at fixed shapes), an input the model
+        does not have, a shape of another rank, or a dimension that is not a positive integer.
+    """
+    zoo_entry = entry(name)
+    own = dict(zoo_entry.shapes(small))
+    if not input_shapes:
+        return None
+    label, inputs = _label(name, small), _shapes_text(own)
+    unknown = sorted(set(input_shapes) - set(own))
+    if unknown:
+        raise InputShapeError(f"{label} has no input {', '.join(map(repr, unknown))}; its inputs "
+                              f"are {inputs}")
+    shapes = dict(own)
+    for input_name, shape in input_shapes.items():
+        dims = tuple(shape)
+        if not all(isinstance(d, int | np.integer) and d > 0 for d in dims):
+            raise InputShapeError(f"bad shape {dims} for {label}'s input {input_name!r}: expected "
+                                  "positive integers")
+        if len(dims) != len(own[input_name]):
+            raise InputShapeError(
+                f"{label}'s input {input_name} has {len(own[input_name])} dimensions "
+                f"({_shapes_text({input_name: own[input_name]})}); got {len(dims)}")
+        shapes[input_name] = tuple(int(d) for d in dims)
+    if shapes == own:
+        return None
+    if not zoo_entry.exported_by_torch:
+        raise InputShapeError(
+            f"{label} has fixed input shapes ({inputs}): it is built with MXNet and exported "
+            "once; other shapes work for tv:NAME and hf:NAME models (exported again) and for "
+            "model files")
+    return shapes
+
+
+def load(name: str, *, frontend: Frontend | None = None, small: bool = False,
+         input_shapes: Mapping[str, Sequence[int]] | None = None) -> tuple[Any, dict]:
     """The model as ``(tvm.IRModule, params)`` through ``frontend`` ("mxnet" or "onnx"; default
     the model's first, which is "mxnet" for the gluoncv builds and "onnx" for torchvision's).
+
+    ``input_shapes`` (``{"data": (32, 3, 224, 224)}``) loads a model built from a PyTorch module
+    (``tv:``, ``hf:``) exported again at those shapes, cached on disk per shape; other models,
+    and shapes the module cannot take, raise :class:`~partition_lab.errors.InputShapeError`
+    (see :func:`check_input_shapes`).
 
     Both go through :func:`partition_lab.relay.frontends.load_model`, so every call carries its source
     node name. Results are cached in memory; each call returns a new IRModule (sharing the
@@ -179,22 +257,31 @@ def load(name: str, *, frontend: Frontend | None = None,
         raise UnsupportedOperatorError(
             f"{name} does not load through the {frontend} frontend ({zoo_entry.frontend_note}); "
             f"use {option(f'frontend={other!r}', f'--frontend {other}')}")
+    shapes = check_input_shapes(name, input_shapes, small=small)
     import tvm
 
-    mod, params = _load_cached(name, frontend, small)  # type: ignore[arg-type]  # checked above
+    key = tuple(shapes.items()) if shapes else None
+    mod, params = _load_cached(name, frontend, small, key)  # type: ignore[arg-type]  # checked
     fresh = tvm.IRModule(dict(mod.functions), dict(mod.type_definitions))
     # partition() and the drawings title the model by this attribute.
-    label = f"{name}:small" if small else name
+    label = _label(name, small) + (f" ({_shapes_text(shapes)})" if shapes else "")
     return fresh.with_attr("partition_lab.name", label), dict(params)
 
 
-def sample_inputs(name: str, *, small: bool = False, seed: int = 0) -> dict[str, np.ndarray]:
-    """Standard-normal inputs of the model's shapes and dtype, reproducible from ``seed``."""
+def sample_inputs(name: str, *, small: bool = False, seed: int = 0,
+                  input_shapes: Mapping[str, Sequence[int]] | None = None,
+                  ) -> dict[str, np.ndarray]:
+    """Standard-normal inputs of the model's shapes (or ``input_shapes``, see :func:`load`) and
+    dtype, reproducible from ``seed``; token ids (integer inputs) uniform below its vocabulary."""
     zoo_entry = entry(name)
+    shapes = check_input_shapes(name, input_shapes, small=small) or zoo_entry.shapes(small)
     rng = np.random.default_rng(seed)
+    if np.issubdtype(np.dtype(zoo_entry.dtype), np.integer):
+        return {input_name: rng.integers(0, zoo_entry.vocabulary, shape).astype(zoo_entry.dtype)
+                for input_name, shape in shapes.items()}
     return {
         input_name: rng.standard_normal(shape).astype(zoo_entry.dtype)
-        for input_name, shape in zoo_entry.shapes(small).items()
+        for input_name, shape in shapes.items()
     }
 
 
@@ -214,7 +301,9 @@ def reference_outputs(
     """
     frontend = frontend or entry(name).frontends[0]  # type: ignore[assignment]  # one of the two
     if frontend == "onnx":
-        return _onnxruntime_outputs(onnx_path(name, small=small), inputs)
+        # Inputs of other shapes run the file exported at those shapes (a PyTorch build).
+        shapes = {input_name: array.shape for input_name, array in inputs.items()}
+        return _onnxruntime_outputs(onnx_path(name, small=small, input_shapes=shapes), inputs)
     if frontend == "mxnet":
         return _mxnet_outputs(*mxnet_paths(name, small=small), inputs)
     raise ValueError(f"frontend must be 'mxnet' or 'onnx', not {frontend!r}")
@@ -222,13 +311,15 @@ def reference_outputs(
 
 # ---------------------------------------------------------------------------- internals
 @functools.lru_cache(maxsize=16)
-def _load_cached(name: str, frontend: Frontend, small: bool) -> tuple[Any, dict]:
+def _load_cached(name: str, frontend: Frontend, small: bool,
+                 input_shapes: tuple[tuple[str, tuple[int, ...]], ...] | None) -> tuple[Any, dict]:
     from ..relay.frontends import load_model
 
     zoo_entry = entry(name)
     shapes = dict(zoo_entry.shapes(small))
     if frontend == "onnx":
-        return load_model(onnx_path(name, small=small))
+        return load_model(onnx_path(name, small=small,
+                                    input_shapes=dict(input_shapes) if input_shapes else None))
     symbol_path, params_path = mxnet_paths(name, small=small)
     return load_model(symbol_path, shapes, params=params_path)
 
@@ -249,9 +340,9 @@ def _version_key() -> str:
     return f"v{ZOO_VERSION}-mxnet{mxnet_version}-opset13"
 
 
-def _torch_version_key() -> str:
+def _torch_version_key(built_with: str = "torch") -> str:
     versions = []
-    for package in ("torch", "torchvision", "onnxscript"):
+    for package in NEEDS[built_with]:
         try:
             versions.append(f"{package}{metadata.version(package)}")
         except metadata.PackageNotFoundError:
@@ -262,6 +353,30 @@ def _torch_version_key() -> str:
 def _file_stem(name: str) -> str:
     """``tv:resnet50`` -> ``tv_resnet50``: no colon in file names."""
     return name.replace(":", "_")
+
+
+def _shapes_suffix(shapes: Mapping[str, tuple[int, ...]] | None) -> str:
+    """``@data=32x3x224x224`` for a file exported at other shapes; empty for the model's own."""
+    if not shapes:
+        return ""
+    return "@" + "@".join(f"{k}={'x'.join(map(str, v))}" for k, v in shapes.items())
+
+
+def _shapes_text(shapes: Mapping[str, Sequence[int]]) -> str:
+    """``data=1,3,224,224``, as --input-shape writes it."""
+    return " ".join(f"{k}={','.join(map(str, v))}" for k, v in shapes.items())
+
+
+def _label(name: str, small: bool) -> str:
+    return f"{name}:small" if small else name
+
+
+def _cause(exc: BaseException) -> str:
+    """The first line of what the exporter said (``Wrong image height! Expected 224 but got
+    32!``), not of our wrapper around it."""
+    cause = exc.__cause__ or exc
+    text = str(cause).strip()
+    return text.splitlines()[0] if text else type(cause).__name__
 
 
 def _mxnet_outputs(

@@ -56,27 +56,40 @@ def build_mxnet_files(entry: ZooEntry, small: bool, symbol_path: Path, params_pa
     write_atomically(symbol_path, json.dumps(graph, indent=2).encode())
 
 
-def build_torch_onnx_file(entry: ZooEntry, small: bool, onnx_path: Path) -> None:
-    """Build the torchvision module with seeded weights and write it as ONNX, its nodes named by
-    module path (what ``load_model`` does with a module, written to the cache)."""
-    from ..relay.frontends._torch import module_to_onnx, require_torch
+def build_torch_onnx_file(entry: ZooEntry, small: bool, onnx_path: Path,
+                          input_shapes: Mapping[str, tuple[int, ...]] | None = None) -> None:
+    """Build the PyTorch module (torchvision or transformers) with seeded weights and write it as
+    ONNX exported at its input shapes (or ``input_shapes``), its nodes named by module path (what
+    ``load_model`` does with a module, written to the cache)."""
+    from ..relay.frontends._torch import module_to_onnx
 
-    torch = require_torch(f"building the zoo model {entry.name!r}")
+    torch = _require_builders(entry)
     module = seeded_torch_module(entry, small)
-    examples = tuple(torch.zeros(shape) for shape in entry.shapes(small).values())
-    model = module_to_onnx(module, examples, list(entry.shapes(small)))
+    shapes = input_shapes or entry.shapes(small)
+    dtype = getattr(torch, entry.dtype)
+    examples = tuple(torch.zeros(shape, dtype=dtype) for shape in shapes.values())
+    model = module_to_onnx(module, examples, list(shapes))
     write_atomically(onnx_path, model.SerializeToString())
 
 
 def seeded_torch_module(entry: ZooEntry, small: bool) -> Any:
-    """The torchvision build's module with the weights its ONNX file holds (seeded; eval mode)."""
-    from ..relay.frontends._torch import require_torch
-
-    torch = require_torch(f"building the zoo model {entry.name!r}")
+    """The PyTorch build's module with the weights its ONNX file holds (seeded; eval mode)."""
+    torch = _require_builders(entry)
     torch.manual_seed(SEED)
     module = BUILDERS[entry.name](small)
     _seed_batch_norms(module, torch)
     return module.eval()
+
+
+def _require_builders(entry: ZooEntry) -> Any:
+    """torch (and transformers for an hf: model), or a one-line MissingDependencyError."""
+    from .._optional import require_transformers
+    from ..relay.frontends._torch import require_torch
+
+    torch = require_torch(f"building the zoo model {entry.name!r}")
+    if entry.built_with == "transformers":
+        require_transformers(f"building the zoo model {entry.name!r}")
+    return torch
 
 
 def _seed_batch_norms(module: Any, torch: Any) -> None:

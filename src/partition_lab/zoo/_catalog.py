@@ -14,6 +14,9 @@ REPORT_001 = "field report 001 (Inferentia / neuron-cc)"
 REPORT_000 = "field report 000 (TVM Tensor Core conv2d)"
 ISSUE_11 = "issue 11: evaluation model, not written here"
 FRONTENDS = ("mxnet", "onnx")
+#: The packages that build a model, by its ``built_with``.
+NEEDS = {"mxnet": ("mxnet", "gluoncv"), "torch": ("torch", "torchvision", "onnxscript"),
+         "transformers": ("torch", "transformers", "onnxscript")}
 
 
 @dataclass(frozen=True)
@@ -45,15 +48,24 @@ class ZooEntry:
     #: The frontends that convert the model; ``frontend_note`` says why one is missing.
     frontends: tuple[str, ...] = FRONTENDS
     frontend_note: str = ""
-    #: What builds the model's files: "mxnet" (Gluon blocks, exported to ONNX by mxnet.onnx)
-    #: or "torch" (torchvision modules, exported by torch.onnx with module-path node names).
+    #: What builds the model's files: "mxnet" (Gluon blocks, exported to ONNX by mxnet.onnx),
+    #: "torch" (torchvision modules) or "transformers" (Hugging Face models built from their
+    #: configs), both exported by torch.onnx with module-path node names.
     built_with: str = "mxnet"
+    #: For token-id inputs (an integer ``dtype``): ids are drawn below this, a size that both
+    #: variants' vocabularies hold.
+    vocabulary: int = 0
 
     @property
     def needs(self) -> tuple[str, ...]:
         """The packages that build the model's files (the cached ONNX file loads without)."""
-        return ("torch", "torchvision", "onnxscript") if self.built_with == "torch" else \
-            ("mxnet", "gluoncv")
+        return NEEDS[self.built_with]
+
+    @property
+    def exported_by_torch(self) -> bool:
+        """Whether its files come from a PyTorch module (so it can be exported again at other
+        input shapes, see :func:`partition_lab.zoo.load`)."""
+        return self.built_with in ("torch", "transformers")
 
     def shapes(self, small: bool) -> Mapping[str, tuple[int, ...]]:
         """Input shapes of the full model or of the small variant."""
@@ -331,7 +343,75 @@ TORCHVISION["tv:ssdlite320_mobilenet_v3_large"] = ZooEntry(
     {"nn.conv2d": 98, "nn.softmax": 1, "exp": 2},
     {"nn.conv2d": 98, "nn.softmax": 1, "exp": 2}, frontends=("onnx",), frontend_note=_TV_NOTE,
     built_with="torch")
+TORCHVISION["tv:convnext_tiny"] = ZooEntry(
+    "tv:convnext_tiny", "torchvision ConvNeXt-T image classifier (depthwise 7x7 convolutions, "
+    "channels-last LayerNorm, GELU MLPs, layer scale)", {"data": (1, 3, 224, 224)}, "float32",
+    TORCHVISION_SOURCE,
+    "a CNN with a transformer's pieces: importers decompose its 23 LayerNorms (channels last, "
+    "between two transposes) and 18 GELUs; judged op by op, neuron kept 23 host islands "
+    "(issue 20)",
+    "32x32 input, two stages of one block (widths 16, 32), 10 classes",
+    {"data": (1, 3, 32, 32)}, {"nn.conv2d": 22, "nn.dense": 37, "variance": 23, "erf": 18},
+    {"nn.conv2d": 4, "nn.dense": 5, "variance": 5, "erf": 2}, frontends=("onnx",), frontend_note=_TV_NOTE,
+    built_with="torch")
+TORCHVISION["tv:efficientnet_b0"] = ZooEntry(
+    "tv:efficientnet_b0", "torchvision EfficientNet-B0 image classifier (MBConv blocks, SiLU, "
+    "squeeze-excitation)", {"data": (1, 3, 224, 224)}, "float32", TORCHVISION_SOURCE,
+    "SiLU (x * sigmoid(x)) after nearly every convolution and a sigmoid-gated "
+    "squeeze-excitation in every block: activations importers write as two ops (issue 20)",
+    "64x64 input, width 0.25, two MBConv stages of 1 and 2 blocks, 10 classes",
+    {"data": (1, 3, 64, 64)}, {"nn.conv2d": 81, "sigmoid": 65, "nn.dense": 1},
+    {"nn.conv2d": 16, "sigmoid": 13, "nn.dense": 1},
+    frontends=("onnx",), frontend_note=_TV_NOTE, built_with="torch")
+TORCHVISION["tv:deeplabv3_mobilenet_v3_large"] = ZooEntry(
+    "tv:deeplabv3_mobilenet_v3_large", "torchvision DeepLabV3 on a dilated MobileNetV3-Large "
+    "(21 classes, 520x520)", {"data": (1, 3, 520, 520)}, "float32", TORCHVISION_SOURCE,
+    "a segmenter with hard-swish, hard-sigmoid-gated squeeze-excitation, ASPP's dilated and "
+    "pooling branches and two bilinear resizes (issue 20)",
+    "64x64 input, five inverted residual blocks at width 0.5 (ReLU, hard-swish, SE, one "
+    "dilated), ASPP of width 16, 8 classes",
+    {"data": (1, 3, 64, 64)}, {"nn.conv2d": 70, "clip": 28, "image.resize2d": 2},
+    {"nn.conv2d": 28, "clip": 8, "image.resize2d": 2},
+    frontends=("onnx",), frontend_note=_TV_NOTE, built_with="torch")
 ENTRIES.update(TORCHVISION)
+
+HUGGING_FACE_SOURCE = "Hugging Face transformers, built from its config (random weights)"
+_HF_NOTE = "built with transformers and exported by torch.onnx; there are no MXNet files"
+_HF_SMALL = "configs shrunk to width 32, two layers of two heads, FFN 64, vocabulary 1024, " \
+    "sequence 16"
+
+#: Hugging Face transformers builds (issue 20): ``input_ids`` in, the last hidden state out.
+HUGGING_FACE: dict[str, ZooEntry] = {
+    entry.name: entry
+    for entry in [
+        ZooEntry(
+            "hf:bert_base", "BERT-base encoder (12 layers, width 768, 12 heads), last hidden "
+            "state, sequence 128", {"input_ids": (1, 128)}, "int64", HUGGING_FACE_SOURCE,
+            "importers decompose its 25 LayerNorms, 12 attentions (with the NaN guard "
+            "torch.export writes after a masked softmax) and 12 GELUs; judged op by op, neuron "
+            "kept 38 host islands (issue 20)",
+            _HF_SMALL, {"input_ids": (1, 16)},
+            {"nn.dense": 72, "nn.batch_matmul": 24, "nn.softmax": 12, "variance": 25, "erf": 12,
+             "take": 3},
+            {"nn.dense": 12, "nn.batch_matmul": 4, "nn.softmax": 2, "variance": 5, "erf": 2,
+             "take": 2},
+            frontends=("onnx",), frontend_note=_HF_NOTE, built_with="transformers",
+            vocabulary=1024),
+        ZooEntry(
+            "hf:distilbert", "DistilBERT-base encoder (6 layers, width 768, 12 heads), last "
+            "hidden state, sequence 128", {"input_ids": (1, 128)}, "int64", HUGGING_FACE_SOURCE,
+            "BERT's pieces at half the depth: 13 LayerNorms, 6 attentions, 6 GELUs; judged op by "
+            "op, neuron kept 20 host islands (issue 20)",
+            _HF_SMALL, {"input_ids": (1, 16)},
+            {"nn.dense": 36, "nn.batch_matmul": 12, "nn.softmax": 6, "variance": 13, "erf": 6,
+             "take": 2},
+            {"nn.dense": 12, "nn.batch_matmul": 4, "nn.softmax": 2, "variance": 5, "erf": 2,
+             "take": 1},
+            frontends=("onnx",), frontend_note=_HF_NOTE, built_with="transformers",
+            vocabulary=1024),
+    ]
+}
+ENTRIES.update(HUGGING_FACE)
 
 
 def entry(name: str) -> ZooEntry:
@@ -479,8 +559,18 @@ def _torchvision(name: str) -> Builder:
     return build
 
 
+def _hugging_face(name: str) -> Builder:
+    def build(small: bool) -> Any:
+        from . import hf_models  # raises a one-line MissingDependencyError without transformers
+
+        return getattr(hf_models, name)(small)
+
+    return build
+
+
 BUILDERS: dict[str, Builder] = {
     **{name: _torchvision(name.removeprefix("tv:")) for name in TORCHVISION},
+    **{name: _hugging_face(name.removeprefix("hf:")) for name in HUGGING_FACE},
     "resnet152_v1": _resnet("resnet152_v1"),
     "resnet50_v1": _resnet("resnet50_v1"),
     "resnet50_v1_b32": _resnet("resnet50_v1"),

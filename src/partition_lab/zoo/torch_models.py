@@ -10,6 +10,7 @@ of the size, as the gluoncv zoo's small variants do.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 from ..relay.frontends._torch import require_torch
@@ -17,10 +18,10 @@ from ..relay.frontends._torch import require_torch
 torch = require_torch("the zoo's torchvision models")
 import torchvision  # noqa: E402  (after require_torch: it hides Triton, which crashes beside TVM)
 from torch import nn  # noqa: E402
-from torchvision.models import resnet  # noqa: E402
+from torchvision.models import convnext, efficientnet, mobilenetv3, resnet, segmentation  # noqa: E402
 from torchvision.models._utils import IntermediateLayerGetter  # noqa: E402
 from torchvision.models.detection.image_list import ImageList  # noqa: E402
-from torchvision.models.segmentation import fcn  # noqa: E402
+from torchvision.models.segmentation import deeplabv3, fcn  # noqa: E402
 
 #: Bottleneck counts of the small ResNets: one block per stage (17 convolutions).
 SMALL_LAYERS = [1, 1, 1, 1]
@@ -147,3 +148,44 @@ def ssdlite320_mobilenet_v3_large(small: bool) -> Any:
     ssd = torchvision.models.detection.ssdlite320_mobilenet_v3_large(
         weights=None, weights_backbone=None, num_classes=3 if small else 91)
     return SSDWithoutPostprocessing(ssd)
+
+
+def convnext_tiny(small: bool) -> Any:
+    """ConvNeXt-T (224x224, stages of 3-3-9-3 blocks, widths 96..768); small: 32x32 input, two
+    stages of one block (widths 16, 32), 10 classes: its channels-last LayerNorms, depthwise 7x7
+    convolutions, GELU MLPs and layer scales, in miniature."""
+    if not small:
+        return torchvision.models.convnext_tiny(weights=None)
+    return convnext.ConvNeXt([convnext.CNBlockConfig(16, 32, 1), convnext.CNBlockConfig(32, None, 1)],
+                             num_classes=10)
+
+
+def efficientnet_b0(small: bool) -> Any:
+    """EfficientNet-B0 (224x224, 16 MBConv blocks); small: 64x64 input, width 0.25, two MBConv
+    stages (expansion 1 and 6, three blocks: SiLU, squeeze-excitation with a sigmoid gate, the
+    residual add), 10 classes."""
+    if not small:
+        return torchvision.models.efficientnet_b0(weights=None)
+    setting = [efficientnet.MBConvConfig(1, 3, 1, 32, 16, 1, width_mult=0.25),
+               efficientnet.MBConvConfig(6, 3, 2, 16, 24, 2, width_mult=0.25)]
+    return efficientnet.EfficientNet(setting, dropout=0.2, num_classes=10)
+
+
+def deeplabv3_mobilenet_v3_large(small: bool) -> Any:
+    """DeepLabV3 on a dilated MobileNetV3-Large (520x520, 21 classes, no aux head, as torchvision
+    builds it without weights); small: 64x64 input, five inverted residual blocks at width 0.5
+    (ReLU and hard-swish, squeeze-excitation with its hard-sigmoid gate, a dilated one), an ASPP
+    head of width 16 (its pooling branch's resize and the final one), 8 classes."""
+    if not small:
+        return segmentation.deeplabv3_mobilenet_v3_large(weights=None, weights_backbone=None)
+    block = partial(mobilenetv3.InvertedResidualConfig, width_mult=0.5)
+    setting = [block(16, 3, 16, 16, False, "RE", 1, 1), block(16, 3, 64, 24, False, "RE", 2, 1),
+               block(24, 5, 72, 40, True, "RE", 2, 1), block(40, 3, 240, 80, False, "HS", 2, 1),
+               block(80, 5, 480, 112, True, "HS", 1, 2)]
+    features = mobilenetv3.MobileNetV3(setting, last_channel=64).features
+    backbone = IntermediateLayerGetter(features, return_layers={str(len(features) - 1): "out"})
+    channels = features[-1].out_channels
+    head = nn.Sequential(deeplabv3.ASPP(channels, [12, 24, 36], out_channels=16),
+                         nn.Conv2d(16, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16), nn.ReLU(),
+                         nn.Conv2d(16, 8, 1))
+    return deeplabv3.DeepLabV3(backbone, head)

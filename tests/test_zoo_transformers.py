@@ -1,0 +1,167 @@
+"""The zoo's transformer and CNN suite (issue 20): ViT-B/16, Swin-T, ConvNeXt-T, EfficientNet-B0,
+DeepLabV3-MobileNetV3 (torchvision) and BERT-base, DistilBERT (Hugging Face ``transformers``).
+
+Small variants only. Oracles: the architectures' op counts, the module's own output (PyTorch),
+the unpartitioned module built by TVM (numerics region by region, llvm), and the patterns' units
+(a host op inside a LayerNorm, GELU, softmax or attention unit is what issue 20 is about).
+``hf:`` tests skip where ``transformers`` is missing, as the torch tests skip without torch.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import partition_lab
+from partition_lab import zoo
+from partition_lab._optional import MissingDependencyError, require_transformers
+from partition_lab.api import analyze
+from partition_lab.errors import PartitionLabError
+from partition_lab.relay.frontends import calls_without_source_name
+from partition_lab.relay.frontends._spans import calls_in_order
+from partition_lab.relay.runtime import RegionExecutor, run_module
+from partition_lab.strategies import get_strategy
+from partition_lab.zoo._build import seeded_torch_module
+
+try:  # hides Triton from torch first: importing it after TVM crashes the process
+    from partition_lab.relay.frontends._torch import require_torch
+
+    torch = require_torch("the transformer zoo tests")
+except PartitionLabError as missing:
+    pytest.skip(str(missing), allow_module_level=True)
+pytest.importorskip("torchvision")
+
+try:
+    require_transformers("the Hugging Face zoo tests")
+    HF_PROBLEM = ""
+except MissingDependencyError as problem:
+    HF_PROBLEM = str(problem)
+needs_transformers = pytest.mark.skipif(bool(HF_PROBLEM), reason=HF_PROBLEM)
+
+PLATFORMS = ("neuron", "neuron@2020", "tensorcore")
+#: Ops of the patterns issue 20 is about: none may be left on neuron's host by a decomposition.
+PATTERN_PIECES = {"layer_norm", "gelu", "softmax", "attention", "cast_scale"}
+RTOL, ATOL = 1e-4, 1e-5
+
+
+def hf(name: str) -> object:
+    return pytest.param(name, marks=needs_transformers)
+
+
+SUITE = ["tv:vit_b_16", "tv:swin_t", "tv:convnext_tiny", "tv:efficientnet_b0",
+         "tv:deeplabv3_mobilenet_v3_large", hf("hf:bert_base"), hf("hf:distilbert")]
+
+
+def test_the_hugging_face_builds_are_listed_with_what_they_need() -> None:
+    assert zoo.transformers_names() == ["hf:bert_base", "hf:distilbert"]
+    bert = zoo.info("hf:bert_base")
+    assert bert.needs == ("torch", "transformers", "onnxscript") and bert.frontends == ("onnx",)
+    assert bert.input_shapes == {"input_ids": (1, 128)} and bert.dtype == "int64"
+    assert bert.small_input_shapes == {"input_ids": (1, 16)}
+    assert zoo.parse_spec("hf:bert_base:small") == ("hf:bert_base", True)
+    ids = zoo.sample_inputs("hf:distilbert", small=True)["input_ids"]
+    assert ids.dtype == np.int64 and ids.shape == (1, 16)
+    assert ids.min() >= 0 and ids.max() < bert.vocabulary and len(set(ids.ravel())) > 8
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", [hf("hf:bert_base"), hf("hf:distilbert")])
+def test_small_hugging_face_build_has_its_op_counts_and_module_paths(name: str) -> None:
+    mod, params = zoo.load(name, small=True)
+    entry = zoo.info(name)
+    counts = {op: 0 for op in entry.small_expected_ops}
+    for call in calls_in_order(mod["main"]):
+        if call.op.name in counts:
+            counts[call.op.name] += 1
+    assert counts == dict(entry.small_expected_ops)
+    assert calls_without_source_name(mod) == []
+    assert [p.name_hint for p in mod["main"].params if p.name_hint not in params] == ["input_ids"]
+    assert str(mod["main"].params[0].checked_type.dtype) == "int64"
+    assert any(key.startswith("model.encoder.layer.1." if name == "hf:bert_base" else
+                              "model.transformer.layer.1.") for key in params)
+
+
+def greedy_plan(name: str, platform: str):  # noqa: ANN201
+    mod, params = zoo.load(name, small=True)
+    analysis = analyze(mod, platform, params=params, name=name)
+    plan = get_strategy("greedy").run(analysis.graph, analysis.support)
+    plan.validate()
+    return analysis, plan
+
+
+# Each small model on neuron, greedy: regions, host islands, the ops the host keeps and a word
+# of their reason.
+NEURON = [
+    ("tv:vit_b_16", 2, 0, set(), ""),
+    ("tv:convnext_tiny", 1, 0, set(), ""),
+    ("tv:efficientnet_b0", 1, 0, set(), ""),
+    ("tv:deeplabv3_mobilenet_v3_large", 2, 2, {"image.resize2d"}, "_contrib_BilinearResize2D"),
+    # The int64 token-id lookup (word_embeddings): neuron-cc takes no 64-bit tensors.
+    pytest.param("hf:bert_base", 1, 1, {"less", "add", "where", "take"}, "dtype int64",
+                 marks=needs_transformers),
+    pytest.param("hf:distilbert", 1, 1, {"less", "add", "where", "take"}, "dtype int64",
+                 marks=needs_transformers),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, regions, islands, host_ops, why", NEURON)
+def test_on_neuron_no_pattern_piece_stays_on_the_host(name: str, regions: int, islands: int,
+                                                      host_ops: set, why: str) -> None:
+    analysis, plan = greedy_plan(name, "neuron")
+    assert (len(plan.accelerator_regions), len(plan.cpu_regions)) == (regions, islands)
+    in_unit = {node: unit.name for unit in analysis.support.units for node in unit.nodes}
+    host = [d for d in plan.decisions if d.device == "cpu"]
+    assert {analysis.graph[d.node].op for d in host} == host_ops
+    assert not {in_unit[d.node] for d in host if d.node in in_unit} & PATTERN_PIECES
+    for decision in host:
+        assert why in decision.reason, decision.reason
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["tv:vit_b_16", "tv:convnext_tiny", hf("hf:bert_base"),
+                                  hf("hf:distilbert")])
+def test_on_neuron_2020_each_layer_norm_is_one_island_with_that_releases_reason(name) -> None:
+    analysis, plan = greedy_plan(name, "neuron@2020")
+    norms = [unit for unit in analysis.support.units if unit.name == "layer_norm"]
+    assert norms
+    placed = {d.node: d for d in plan.decisions}
+    for unit in norms:
+        assert {placed[n].device for n in unit.nodes} == {"cpu"}
+        assert "LayerNorm was added in neuron-cc 1.2.0.0" in placed[unit.output].reason
+    islands = [set(island.nodes) for island in plan.cpu_regions]
+    assert all(sum(set(unit.nodes) <= island for island in islands) == 1 for unit in norms)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", SUITE)
+def test_every_suite_model_partitions_and_validates_on_every_platform(name: str) -> None:
+    mod, params = zoo.load(name, small=True)
+    for platform in PLATFORMS:
+        result = partition_lab.partition(mod, platform, params=params, strategy="greedy")
+        result.plan.validate()
+        for node in result.plan.to_dict()["nodes"]:
+            if node["device"] == "cpu":
+                assert node["reason"] and node["source_name"], node
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["tv:vit_b_16", hf("hf:bert_base"), hf("hf:distilbert")])
+@pytest.mark.parametrize("platform", ["neuron", "neuron@2020"])
+def test_small_transformer_numerics_partitioned_equal_unpartitioned(name: str,
+                                                                    platform: str) -> None:
+    """Region by region on llvm against the unpartitioned module built by TVM, and against the
+    seeded PyTorch module the zoo exported."""
+    mod, params = zoo.load(name, small=True)
+    result = partition_lab.partition(mod, platform, params=params, strategy="greedy")
+    assert len(result.plan.regions) > 1  # a partitioned program, not one function
+    inputs = zoo.sample_inputs(name, small=True)
+    got = RegionExecutor(result, opt_level=0).run(inputs)
+    unpartitioned = run_module(result.prepared_mod, inputs, opt_level=0)
+    assert len(got) == len(unpartitioned) == 1
+    scale = np.abs(unpartitioned[0]).max()
+    np.testing.assert_allclose(got[0], unpartitioned[0], rtol=RTOL, atol=ATOL * scale)
+    with torch.no_grad():
+        module = seeded_torch_module(zoo.info(name), small=True)
+        expected = module(*[torch.from_numpy(v) for v in inputs.values()]).numpy()
+    np.testing.assert_allclose(got[0], expected, rtol=RTOL, atol=ATOL * scale)
