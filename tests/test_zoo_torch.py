@@ -305,9 +305,9 @@ def test_a_torch_build_loads_at_another_batch_exported_again(tmp_path, monkeypat
 
 @pytest.mark.parametrize("shapes, message", [
     # ViT's position embedding is fixed: the module's own assertion, in one line.
-    ({"data": (1, 3, 64, 64)}, "tv:vit_b_16:small cannot take data=1,3,64,64 (it was exported "
-                               "again at those shapes: Wrong image height! Expected 32 but got "
-                               "64!); its inputs are data=1,3,32,32"),
+    ({"data": (1, 3, 64, 64)}, "tv:vit_b_16:small cannot take data=1,3,64,64: exporting it at "
+                               "those shapes failed (Wrong image height! Expected 32 but got "
+                               "64!); its own inputs are data=1,3,32,32"),
     ({"image": (1, 3, 32, 32)}, "tv:vit_b_16:small has no input 'image'; its inputs are "
                                 "data=1,3,32,32"),
     ({"data": (3, 32, 32)}, "tv:vit_b_16:small's input data has 4 dimensions (data=1,3,32,32); "

@@ -165,3 +165,29 @@ def test_small_transformer_numerics_partitioned_equal_unpartitioned(name: str,
         module = seeded_torch_module(zoo.info(name), small=True)
         expected = module(*[torch.from_numpy(v) for v in inputs.values()]).numpy()
     np.testing.assert_allclose(got[0], expected, rtol=RTOL, atol=ATOL * scale)
+
+
+@needs_transformers
+def test_a_hugging_face_build_takes_another_batch_and_sequence_or_says_why(tmp_path, monkeypatch,
+                                                                           capsys) -> None:
+    from partition_lab.cli import main
+
+    monkeypatch.setenv(zoo.CACHE_ENV, str(tmp_path))
+    shapes = {"input_ids": (2, 24)}
+    mod, params = zoo.load("hf:distilbert", small=True, input_shapes=shapes)
+    assert tuple(mod["main"].params[0].checked_type.shape) == (2, 24)
+    assert tuple(mod["main"].ret_type.shape) == (2, 24, 32)
+    result = partition_lab.partition(mod, "neuron", params=params, strategy="greedy")
+    inputs = zoo.sample_inputs("hf:distilbert", small=True, input_shapes=shapes)
+    got = RegionExecutor(result, opt_level=0).run(inputs)
+    with torch.no_grad():
+        module = seeded_torch_module(zoo.info("hf:distilbert"), small=True)
+        expected = module(torch.from_numpy(inputs["input_ids"])).numpy()
+    np.testing.assert_allclose(got[0], expected, rtol=RTOL, atol=ATOL * np.abs(expected).max())
+    # The small configs have 64 positions: a longer sequence is one line, torch's log kept quiet.
+    capsys.readouterr()
+    assert main(["partition", "hf:distilbert:small", "--input-shape", "input_ids=1,100"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0, err
+    assert "hf:distilbert:small cannot take input_ids=1,100: exporting it at those shapes failed" \
+        in err and "64" in err

@@ -178,8 +178,8 @@ def onnx_path(name: str, *, small: bool = False,
                 if shapes is None:
                     raise
                 raise InputShapeError(
-                    f"{_label(name, small)} cannot take {_shapes_text(shapes)} (it was exported "
-                    f"again at those shapes: {_cause(exc)}); its inputs are "
+                    f"{_label(name, small)} cannot take {_shapes_text(shapes)}: exporting it at "
+                    f"those shapes failed ({_cause(exc)}); its own inputs are "
                     f"{_shapes_text(zoo_entry.shapes(small))}") from exc
             return path
         from ._build import build_onnx_file

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import tempfile
 from collections.abc import Iterator, Mapping
@@ -68,8 +69,23 @@ def build_torch_onnx_file(entry: ZooEntry, small: bool, onnx_path: Path,
     shapes = input_shapes or entry.shapes(small)
     dtype = getattr(torch, entry.dtype)
     examples = tuple(torch.zeros(shape, dtype=dtype) for shape in shapes.values())
-    model = module_to_onnx(module, examples, list(shapes))
+    with _logger_off("torch._subclasses.fake_tensor"):
+        model = module_to_onnx(module, examples, list(shapes))
     write_atomically(onnx_path, model.SerializeToString())
+
+
+@contextmanager
+def _logger_off(name: str) -> Iterator[None]:
+    """Silence one logger inside the block. torch's fake-tensor logger prints the traceback of
+    an op that fails at the shapes asked for (BERT past its positions) before torch.export
+    raises; the error raised names that failure in one line."""
+    log = logging.getLogger(name)
+    level = log.level
+    log.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        log.setLevel(level)
 
 
 def seeded_torch_module(entry: ZooEntry, small: bool) -> Any:
