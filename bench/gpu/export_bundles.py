@@ -144,6 +144,9 @@ def export_from_zoo(name: str, small: bool, cost_model: Any, variants: int,
     shapes = {k: tuple(v) for k, v in entry.shapes(small).items()}
     if batch is None:
         mod, params = zoo.load(name, small=small)
+    elif entry.built_with in ("torch", "transformers"):  # tv:/hf: builds re-export at a shape
+        shapes = {k: (batch, *v[1:]) for k, v in shapes.items()}
+        mod, params = zoo.load(name, small=small, input_shapes=shapes)
     else:
         from partition_lab.relay.frontends import load_model
 
