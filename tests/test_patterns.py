@@ -442,3 +442,32 @@ def test_a_plan_file_with_broken_units_is_one_clear_error(units, message: str) -
     data["units"] = units
     with pytest.raises(PlanError, match=message):
         PartitionPlan.from_dict(graph, data)
+
+
+def test_casts_that_mixed_precision_puts_around_erf_and_softmax_are_seen_through() -> None:
+    """ToMixedPrecision keeps erf and softmax in float32 with a cast on each side; GELU and
+    attention are still one unit each, the casts inside them; a cast read elsewhere too is
+    not swallowed."""
+    half, single = TensorType((1, 16, 64), "float16"), TensorType((1, 16, 64), "float32")
+    b = OpGraphBuilder("gelu_mixed")
+    x = b.input("x", half)
+    scaled = b.op("divide", [x], weights=[SCALAR], name="act", outputs=[half])
+    up = b.op("cast", [scaled], name="act/cast", outputs=[single])
+    erf = b.op("erf", [up], name="act#2", outputs=[single])
+    down = b.op("cast", [erf], name="act/cast#2", outputs=[half])
+    one = b.op("add", [down], weights=[SCALAR], name="act#3", outputs=[half])
+    half_ = b.op("multiply", [one], weights=[SCALAR], name="act#4", outputs=[half])
+    out = b.op("multiply", [x, half_], name="act#5", outputs=[half])
+    graph = b.build(outputs=[out])
+    assert units_by_name(graph) == {"gelu": [["act", "act/cast", "act#2", "act/cast#2", "act#3",
+                                              "act#4", "act#5"]]}
+    b2 = OpGraphBuilder("gelu_leaky_cast")
+    x = b2.input("x", half)
+    scaled = b2.op("divide", [x], weights=[SCALAR], outputs=[half])
+    up = b2.op("cast", [scaled], outputs=[single])
+    erf = b2.op("erf", [up], outputs=[single])
+    one = b2.op("add", [b2.op("cast", [erf], outputs=[half])], weights=[SCALAR], outputs=[half])
+    out = b2.op("multiply", [x, b2.op("multiply", [one], weights=[SCALAR], outputs=[half])],
+                outputs=[half])
+    also = b2.op("nn.relu", [up], outputs=[single])  # the first cast is read outside the GELU
+    assert "gelu" not in units_by_name(b2.build(outputs=[out, also]))

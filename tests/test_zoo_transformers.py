@@ -168,6 +168,25 @@ def test_small_transformer_numerics_partitioned_equal_unpartitioned(name: str,
 
 
 @needs_transformers
+def test_small_bert_on_tensorcore_with_units_behind_casts_computes_as_unpartitioned() -> None:
+    """On tensorcore ToMixedPrecision puts casts around erf and softmax; GELU and attention are
+    units with those casts inside (Composite functions in the Tensor Core regions), and the
+    partitioned program still computes what the prepared one does (llvm, region by region)."""
+    mod, params = zoo.load("hf:bert_base", small=True)
+    result = partition_lab.partition(mod, "tensorcore", params=params, strategy="greedy")
+    names = {unit.name for unit in result.plan.support.units}
+    assert {"layer_norm", "gelu", "attention"} <= names
+    assert any(result.graph[n].op == "cast" for unit in result.plan.support.units
+               if unit.name == "attention" for n in unit.nodes)
+    assert len(result.plan.regions) > 1
+    inputs = zoo.sample_inputs("hf:bert_base", small=True)
+    got = RegionExecutor(result, opt_level=0).run(inputs)
+    (unpartitioned,) = run_module(result.prepared_mod, inputs, opt_level=0)
+    np.testing.assert_allclose(got[0], unpartitioned, rtol=RTOL,
+                               atol=ATOL * np.abs(unpartitioned).max())
+
+
+@needs_transformers
 def test_a_hugging_face_build_takes_another_batch_and_sequence_or_says_why(tmp_path, monkeypatch,
                                                                            capsys) -> None:
     from partition_lab.cli import main

@@ -99,7 +99,8 @@ class Pattern:
 
 @dataclass(frozen=True)
 class Unit:
-    """A pattern matched in a graph: ``nodes`` in step order; the last is its output."""
+    """A pattern matched in a graph: ``nodes`` in step order (casts seen through just before the
+    step that reads them, see :class:`_Inputs`); the last is its output."""
 
     pattern: Pattern
     nodes: tuple[int, ...]
@@ -115,17 +116,40 @@ class Unit:
 
 @dataclass
 class _Inputs:
-    """Per node: its input tensors as ``(tensor key, producer node or None)``."""
+    """Per node: its input tensors as ``(tensor key, producer node or None)``, seen through
+    casts. ToMixedPrecision keeps ``erf`` and ``softmax`` in float32 with a ``cast`` on each
+    side, which would hide GELU and attention: a cast read only by one node is transparent here,
+    and ``via[(node, key)]`` lists the casts skipped on that input, which join the unit."""
 
     of: dict[int, list[tuple[str, int | None]]] = field(default_factory=dict)
+    via: dict[tuple[int, str], tuple[int, ...]] = field(default_factory=dict)
 
     @classmethod
     def of_graph(cls, graph: OpGraph) -> _Inputs:
-        found = cls({node.id: [] for node in graph})
+        raw: dict[int, list[tuple[str, int | None]]] = {node.id: [] for node in graph}
         for tensor in graph.tensors:
             for consumer in tensor.consumers:
-                found.of[consumer].append((tensor.key, tensor.producer))
+                raw[consumer].append((tensor.key, tensor.producer))
+        found = cls({node: [] for node in raw})
+        for node, tensors in raw.items():
+            for key, producer in tensors:
+                skipped: list[int] = []
+                while producer is not None and _transparent(graph, raw, producer):
+                    skipped.insert(0, producer)
+                    key, producer = raw[producer][0]
+                found.of[node].append((key, producer))
+                if skipped:
+                    found.via[(node, key)] = tuple(skipped)
         return found
+
+
+def _transparent(graph: OpGraph, raw: Mapping[int, list[tuple[str, int | None]]],
+                 node: int) -> bool:
+    """A ``cast`` of one tensor whose result only one node reads."""
+    if graph[node].op != "cast" or len(raw[node]) != 1:
+        return False
+    (out,) = graph.tensors_of(node) or (None,)
+    return out is not None and not out.is_output and len(out.consumers) == 1
 
 
 def match_at(graph: OpGraph, pattern: Pattern, output: int,
@@ -136,10 +160,14 @@ def match_at(graph: OpGraph, pattern: Pattern, output: int,
     found = _solve(graph, pattern, inputs, last, {last: output}, {})
     if found is None:
         return None
-    nodes = tuple(found[i] for i in range(len(pattern.steps)))
+    nodes: list[int] = []
+    for node in (found[i] for i in range(len(pattern.steps))):
+        for key, _ in inputs.of[node]:  # the casts seen through, just before their reader
+            nodes.extend(inputs.via.get((node, key), ()))
+        nodes.append(node)
     if len(set(nodes)) != len(nodes) or not _closed(graph, nodes):
         return None
-    return Unit(pattern, nodes)
+    return Unit(pattern, tuple(nodes))
 
 
 def _solve(graph: OpGraph, pattern: Pattern, inputs: _Inputs, step: int,
