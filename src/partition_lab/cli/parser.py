@@ -69,6 +69,8 @@ PLAN.json, schema "partition_lab.plan/2" (keys always present; seconds and bytes
             "regions": [{"region", "label", "device", "ops", "compute", "overhead", "total"}],
             "cuts": [{"tensor", "producer", "consumers", "src", "dst", "shape", "dtype",
                       "nbytes", "time"}]} | null}
+Present only where there are any (pattern units, README "Patterns"): "units": [{"pattern",
+"form", "nodes": [int]}] at the top, "patterns": [str] in a device record that judges them whole.
 Nodes are in id order (a topological order). Older plan/1 files (one accelerator + the host,
 one verdict per node) still load. JSON Schemas of this file and of compare --json ship in the
 package: partition_lab/schemas/plan.schema.json (partition_lab.schemas.load_schema).
