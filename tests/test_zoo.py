@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 import os
-from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from partition_lab.errors import UnknownModelError, UnsupportedOperatorError
 from partition_lab.relay.frontends import calls_without_source_name, source_name
 from partition_lab.relay.frontends._spans import calls_in_order
 from partition_lab.relay.runtime import build_for_cpu
+from relay_ops import op_counts
 
 ALL = zoo.names()
 EVALUATION = zoo.evaluation_names()
@@ -32,10 +32,6 @@ EVALUATION = zoo.evaluation_names()
 # accumulates in float16, MXNet in float32 rounded once, onnxruntime in float16 with its own
 # blocking; 4 chained 64-long dot products differ by a few float16 ulps (~1e-3 relative).
 TOLERANCE = {"float32": {"rtol": 1e-4, "atol": 1e-4}, "float16": {"rtol": 2e-2, "atol": 2e-2}}
-
-
-def op_counts(mod: tvm.IRModule) -> Counter[str]:
-    return Counter(call.op.name for call in calls_in_order(mod["main"]))
 
 
 def test_names_and_info() -> None:

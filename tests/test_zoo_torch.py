@@ -31,6 +31,7 @@ from partition_lab.relay.frontends._spans import calls_in_order
 from partition_lab.relay.frontends._torch import module_path
 from partition_lab.relay.runtime import RegionExecutor
 from partition_lab.zoo._build import is_intact, seeded_torch_module
+from relay_ops import counts_of
 
 try:  # hides Triton from torch first: importing it after TVM crashes the process
     from partition_lab.relay.frontends._torch import require_torch
@@ -84,10 +85,7 @@ def leaf_and_container_paths(module, inputs) -> tuple[set[str], set[str]]:
 def test_small_build_loads_with_its_op_counts_and_module_paths(name: str) -> None:
     mod, params = zoo.load(name, small=True)
     entry = zoo.info(name)
-    counts = {op: 0 for op in entry.small_expected_ops}
-    for call in calls_in_order(mod["main"]):
-        if call.op.name in counts:
-            counts[call.op.name] += 1
+    counts = counts_of(mod, entry.small_expected_ops)
     assert counts == dict(entry.small_expected_ops)
     assert calls_without_source_name(mod) == []
     sample = torch.from_numpy(zoo.sample_inputs(name, small=True)["data"])
@@ -104,10 +102,7 @@ def test_full_size_default_model_has_its_op_counts_and_names() -> None:
     checked the same way when their counts were written: ResNet-50/152, FCN, MobileNet v2)."""
     name = DEFAULT_MODEL_WITHOUT_MXNET
     mod, _ = zoo.load(name)
-    counts = {op: 0 for op in zoo.info(name).expected_ops}
-    for call in calls_in_order(mod["main"]):
-        if call.op.name in counts:
-            counts[call.op.name] += 1
+    counts = counts_of(mod, zoo.info(name).expected_ops)
     assert counts == {"nn.conv2d": 156, "nn.conv2d_transpose": 3}
     assert calls_without_source_name(mod) == []
     names = {source_name(call) for call in calls_in_order(mod["main"])}

@@ -18,10 +18,10 @@ from partition_lab._optional import MissingDependencyError, require_transformers
 from partition_lab.api import analyze
 from partition_lab.errors import PartitionLabError
 from partition_lab.relay.frontends import calls_without_source_name
-from partition_lab.relay.frontends._spans import calls_in_order
 from partition_lab.relay.runtime import RegionExecutor, run_module
 from partition_lab.strategies import get_strategy
 from partition_lab.zoo._build import seeded_torch_module
+from relay_ops import counts_of
 
 try:  # hides Triton from torch first: importing it after TVM crashes the process
     from partition_lab.relay.frontends._torch import require_torch
@@ -69,10 +69,7 @@ def test_the_hugging_face_builds_are_listed_with_what_they_need() -> None:
 def test_small_hugging_face_build_has_its_op_counts_and_module_paths(name: str) -> None:
     mod, params = zoo.load(name, small=True)
     entry = zoo.info(name)
-    counts = {op: 0 for op in entry.small_expected_ops}
-    for call in calls_in_order(mod["main"]):
-        if call.op.name in counts:
-            counts[call.op.name] += 1
+    counts = counts_of(mod, entry.small_expected_ops)
     assert counts == dict(entry.small_expected_ops)
     assert calls_without_source_name(mod) == []
     assert [p.name_hint for p in mod["main"].params if p.name_hint not in params] == ["input_ids"]
