@@ -429,6 +429,8 @@ def test_a_plan_file_keeps_its_units_and_prices_them_as_before() -> None:
     ("nope", "units must be a list"),
     ([{"pattern": "gelu", "nodes": [99]}], r"units\[0\]: nodes must be a non-empty list"),
     ([{"nodes": [1]}], r"units\[0\]: expected an object with a pattern name"),
+    ([{"pattern": 'gelu" */ x', "form": "", "nodes": [1]}], r"units\[0\]: pattern .* is not a name"),
+    ([{"pattern": "gelu", "form": 3, "nodes": [1]}], r"units\[0\]: form must be a string"),
 ])
 def test_a_plan_file_with_broken_units_is_one_clear_error(units, message: str) -> None:
     import json

@@ -52,6 +52,11 @@ def _check_unit(unit: Any, index: int, size: int) -> None:
     where = f"plan units[{index}]"
     if not isinstance(unit, Mapping) or not isinstance(unit.get("pattern"), str):
         raise PlanError(f"{where}: expected an object with a pattern name and nodes")
+    if not unit["pattern"].isidentifier():  # it becomes a Composite name in the exported module
+        raise PlanError(f"{where}: pattern {_short(unit['pattern'])} is not a name (letters, "
+                        "digits and _)")
+    if not isinstance(unit.get("form", ""), str):
+        raise PlanError(f"{where}: form must be a string")
     nodes = unit.get("nodes")
     if (not isinstance(nodes, list) or not nodes
             or not all(isinstance(n, int) and not isinstance(n, bool) and 0 <= n < size
