@@ -207,3 +207,44 @@ def test_a_hugging_face_build_takes_another_batch_and_sequence_or_says_why(tmp_p
     assert err.count("\n") == 0, err
     assert "hf:distilbert:small cannot take input_ids=1,100: exporting it at those shapes failed" \
         in err and "64" in err
+
+
+# ---------------------------------------------------------------------------- units in profiles
+@needs_transformers
+@pytest.mark.parametrize("runner, options", [
+    ("torch", {"repeats": 3, "batch_s": 0.001}),
+    ("tvm-llvm", {"number": 1, "repeat": 3, "min_repeat_ms": 0}),
+])
+def test_profiling_times_each_unit_whole_and_the_cost_model_prices_it_so(runner: str,
+                                                                          options: dict) -> None:
+    """Each LayerNorm, attention and GELU unit of small DistilBERT on neuron is timed as one
+    unit (torch: its ops in one timed call; TVM: one module of its ops, fused as a region's
+    are), and the profiled cost model prices the unit at that time, not as its ops' sum."""
+    import math
+
+    from partition_lab.core.patterns import composite_node
+    from partition_lab.cost_models.base import node_times
+    from partition_lab.cost_models.profiled import ProfiledCostModel
+    from partition_lab.cost_models.signatures import op_signature
+    from partition_lab.profiling import profile
+    from partition_lab.profiling.cache import ProfileCache
+
+    mod, params = zoo.load("hf:distilbert", small=True)
+    analysis = analyze(mod, "neuron", params=params)
+    graph, units = analysis.graph, analysis.support.units
+    assert {u.name for u in units} >= {"layer_norm", "attention", "gelu"}
+    cache = ProfileCache({})
+    profile((mod, params), "neuron", cache=cache, strategies=["greedy"], runner=runner,
+            runner_options=options, graphs=False)
+    (entry,) = cache.devices.values()
+    model = ProfiledCostModel(cache.to_dict(), analysis.platform)
+    by_op = node_times(model, graph, analysis.platform, "neuron")
+    whole = node_times(model, graph, analysis.platform, "neuron", units)
+    for unit in units:
+        composite = composite_node(graph, unit)
+        stats = entry.ops[op_signature(composite)]
+        assert stats.op == f"composite:{unit.name}"
+        assert math.isfinite(stats.median_s) and stats.median_s > 0
+        priced = sum(whole[n] for n in unit.nodes)
+        assert priced == pytest.approx(model.op_time(composite, "neuron"), rel=1e-9)
+        assert priced != pytest.approx(sum(by_op[n] for n in unit.nodes), rel=1e-6)

@@ -19,6 +19,7 @@ from .._audience import is_command_line
 from ..core.graph import OpGraph, OpNode
 from ..core.ops import op_class
 from ..core.platform import Platform
+from ..core.patterns import COMPOSITE_OP_PREFIX
 from ..errors import ProfileError
 from .base import CostModel, require_platform
 from .copy_curves import TransferCurve, link_curves
@@ -82,11 +83,13 @@ class _Entry:
     @classmethod
     def build(cls, key: str, raw: Mapping[str, Any]) -> _Entry:
         ops = dict(raw.get("ops", {}))
-        sigs = sorted(ops)
+        # A pattern's unit timed whole is priced only as measured: its several launches are not
+        # one op's, so it stays out of the fits that predict single ops.
+        sigs = sorted(s for s in ops if not s.startswith(COMPOSITE_OP_PREFIX))
         samples = [Sample.of_record(s, ops[s]) for s in sigs]
         times = np.array([float(ops[s]["median_s"]) for s in sigs])
         spread = {}
-        for s in sigs:
+        for s in sorted(ops):
             p10, p90 = ops[s].get("p10_s"), ops[s].get("p90_s")
             spread[s] = (math.log(p90 / p10) / _P10_P90
                          if isinstance(p10, (int, float)) and isinstance(p90, (int, float))

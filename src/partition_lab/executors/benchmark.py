@@ -4,7 +4,8 @@
 (:meth:`~partition_lab.executors.torch_exec.PlanExecutor.run` with ``timings=``);
 :class:`Benchmark` is what :meth:`~partition_lab.executors.torch_exec.PlanExecutor.benchmark`
 returns (repeated end-to-end times and median breakdowns). :func:`op_callable` runs one op as
-the executor runs it, for timing it alone (profiling's ``TorchRunner``).
+the executor runs it, for timing it alone (profiling's ``TorchRunner``); :func:`unit_callable`
+runs a pattern's unit (its ops in order, intermediates passed along) for timing it as one unit.
 
 >>> fn = op_callable(node, refs, device="cuda")                            # doctest: +SKIP
 >>> fn()  # one call of the op's kernel, not synchronised                  # doctest: +SKIP
@@ -109,6 +110,69 @@ def op_callable(node: OpNode, refs: Sequence[ArgRef], *, device: str, dtype: str
     return call
 
 
+# ---------------------------------------------------------------------------- one unit alone
+@dataclass(frozen=True)
+class UnitBinding:
+    """What timing a pattern's unit needs besides its composite node: the unit's ops in graph
+    order and, per op, its call arguments (:class:`~.graph_io.ArgRef`; a tensor key another
+    member produces is passed along inside the unit, any other is an input from outside)."""
+
+    members: tuple[OpNode, ...]
+    refs: tuple[tuple[ArgRef, ...], ...]
+
+
+def unit_callable(unit: UnitBinding, *, device: str, dtype: str = "graph",
+                  seed: int = 0) -> Callable[[], Any]:
+    """A zero-argument function running a pattern's unit once, as the executor runs its ops.
+
+    The tensors the unit reads from outside are random (as :func:`op_callable` makes them) and
+    made once, each op's weights are synthetic and prepared once; a call runs the member ops'
+    kernels in order, each intermediate handed to the next op on the device, and returns the
+    last op's outputs. One timed call is the unit's time, launches and intermediates included.
+    """
+    members = unit.members
+    check_kernels(members, f"unit of {members[-1].name}")
+    generator = torch.Generator().manual_seed(seed)
+    produced = {f"{node.name}:{i}" for node in members for i in range(len(node.outputs))}
+    outside: dict[str, torch.Tensor] = {}
+    steps = []
+    for node, refs in zip(members, unit.refs, strict=True):
+        weights = iter(synthetic_node_weights(node, refs, seed))
+        args: list[Any] = []
+        for position, (spec, ref) in enumerate(zip(node.args, refs, strict=True)):
+            torch_dtype = compute_dtype(spec.dtype, device, dtype)
+            if ref.kind == "weight":
+                args.append(torch.as_tensor(next(weights)).to(device=device, dtype=torch_dtype))
+            elif ref.key in produced:
+                args.append(None)  # filled at call time from the member that makes it
+            else:
+                if ref.key not in outside:
+                    outside[ref.key] = _activation(node, position, spec, generator).to(
+                        device=device, dtype=torch_dtype)
+                args.append(outside[ref.key])
+        kern = KERNELS[node.op]
+        weight_args = [a if r.kind == "weight" else None for a, r in zip(args, refs, strict=True)]
+        prepared = kern.prepare(node, weight_args) if kern.prepare else None
+        wanted = [compute_dtype(spec.dtype, device, dtype) for spec in node.outputs]
+        steps.append((node, refs, args, kern, prepared, wanted))
+
+    def call() -> Any:
+        values: dict[str, Any] = {}
+        results: tuple[Any, ...] = ()
+        for node, refs, args, kern, prepared, wanted in steps:
+            call_args = [values[r.key] if a is None else a
+                         for a, r in zip(args, refs, strict=True)]
+            result = kern.run(node, call_args, prepared)
+            results = result if isinstance(result, tuple) else (result,)
+            results = tuple(r if r.dtype == w else r.to(w)
+                            for r, w in zip(results, wanted, strict=True))
+            for index, value in enumerate(results):
+                values[f"{node.name}:{index}"] = value
+        return list(results)
+
+    return call
+
+
 def _activation(node: OpNode, position: int, spec: TensorType,
                 generator: torch.Generator) -> torch.Tensor:
     """A random activation for timing ``node`` alone; integer ones are zeros, except the box
@@ -123,4 +187,4 @@ def _activation(node: OpNode, position: int, spec: TensorType,
     return torch.zeros(spec.shape)
 
 
-__all__ = ["Benchmark", "RunTimings", "op_callable"]
+__all__ = ["Benchmark", "RunTimings", "UnitBinding", "op_callable", "unit_callable"]

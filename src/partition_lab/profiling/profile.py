@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.graph import OpGraph, OpNode
+from ..core.patterns import COMPOSITE_OP_PREFIX
 from ..core.ops import op_class
 from ..core.plan import PartitionPlan
 from ..core.platform import Platform
@@ -229,9 +230,12 @@ def profile(
     reports = []
     for device_key, devices in groups.items():
         assigned = by_key[device_key]
-        ops: dict[str, tuple[OpNode, Sequence[Any] | None]] = {}
+        ops: dict[str, tuple[OpNode, Any]] = {}
         for device_name in devices:
             ops.update(wanted[device_name])
+        if not assigned.times_units:  # its units stay priced op by op
+            ops = {sig: job for sig, job in ops.items()
+                   if not job[0].op.startswith(COMPOSITE_OP_PREFIX)}
         def checkpoint() -> None:
             if path is not None:
                 store.save(path)
@@ -253,7 +257,7 @@ def profile(
 
 
 def _profile_entry(store: ProfileCache, device_key: str, runner: Runner, devices: list[str],
-                   ops: Mapping[str, tuple[OpNode, Sequence[Any] | None]], label: str,
+                   ops: Mapping[str, tuple[OpNode, Any]], label: str,
                    platform: Platform, *, force: bool, deadline: float | None, dtype: str,
                    progress: StepFn | None, checkpoint: Callable[[], None]) -> EntryReport:
     entry = store.devices[device_key]
@@ -392,17 +396,22 @@ def _payload_dtype(graph: OpGraph) -> str:
 def signatures_per_device(graph: OpGraph, support: Support,
                           plans: Iterable[PartitionPlan] | None = None,
                           refs: Sequence[Sequence[Any]] | None = None
-                          ) -> dict[str, dict[str, tuple[OpNode, Sequence[Any] | None]]]:
+                          ) -> dict[str, dict[str, tuple[OpNode, Any]]]:
     """``{platform device: {op signature: (node, its argument refs)}}``.
 
     Without ``plans``: every node on every device that supports it. With ``plans``: the
     device each plan puts each node on (the union over the plans).
+
+    With ``refs`` (the graph's argument bindings), each unit of a pattern (``support.units``)
+    is also wanted as one unit on a device that declares the pattern and would hold the whole
+    unit: its composite node (:func:`~partition_lab.core.patterns.composite_node`), with a
+    :class:`~partition_lab.executors.benchmark.UnitBinding` as its refs, so that a runner that
+    can time units measures what the cost model prices (a unit as one op).
     """
     from ..cost_models.signatures import op_signature
 
     platform = support.platform
-    found: dict[str, dict[str, tuple[OpNode, Sequence[Any] | None]]] = {
-        d: {} for d in platform.names}
+    found: dict[str, dict[str, tuple[OpNode, Any]]] = {d: {} for d in platform.names}
     signatures = [op_signature(node) for node in graph.nodes]
 
     def add(device: str, node_id: int) -> None:
@@ -414,14 +423,43 @@ def signatures_per_device(graph: OpGraph, support: Support,
             for index in support.allowed(node.id):
                 add(platform.devices[index].name, node.id)
     else:
+        plans = list(plans)
         for plan in plans:
             for node in graph.nodes:
                 add(plan.device_of(node.id), node.id)
+    if refs:
+        _add_units(found, graph, support, plans, refs)
     return found
 
 
+def _add_units(found: dict[str, dict[str, tuple[OpNode, Any]]], graph: OpGraph,
+               support: Support, plans: Sequence[PartitionPlan] | None,
+               refs: Sequence[Sequence[Any]]) -> None:
+    """Add each unit's composite node on every device that prices it whole and holds it (see
+    :func:`signatures_per_device`)."""
+    from ..core.patterns import composite_node
+    from ..cost_models.base import priced_whole
+    from ..cost_models.signatures import op_signature
+    from ..executors.benchmark import UnitBinding
+
+    platform = support.platform
+    for unit in support.units:
+        if plans is None:
+            holders = {platform.devices[i].name
+                       for i in set.intersection(*(set(support.allowed(n)) for n in unit.nodes))}
+        else:
+            holders = {plan.device_of(unit.output) for plan in plans
+                       if len({plan.device_of(n) for n in unit.nodes}) == 1}
+        nodes = sorted(unit.nodes)
+        binding = UnitBinding(tuple(graph[n] for n in nodes), tuple(tuple(refs[n]) for n in nodes))
+        composite = composite_node(graph, unit)
+        for device in sorted(holders):
+            if priced_whole(platform, device, [unit]):
+                found[device].setdefault(op_signature(composite), (composite, binding))
+
+
 def _wanted(model: _Model, strategies: Iterable[str] | None
-            ) -> tuple[dict[str, dict[str, tuple[OpNode, Sequence[Any] | None]]], str]:
+            ) -> tuple[dict[str, dict[str, tuple[OpNode, Any]]], str]:
     if strategies is None:
         return (signatures_per_device(model.graph, model.support, refs=model.refs),
                 "every op on every device that supports it")

@@ -6,6 +6,8 @@ Every runner has the same interface (:class:`Runner`):
   that change timings), and ``describe()``: the entry's ``runner``, ``kind``, ``name`` and
   ``software``;
 * ``measure_ops({signature: OpNode}) -> {signature: Timing}``: each op signature timed alone;
+  where ``times_units`` is true, a pattern's composite node (``composite:<pattern>``, its refs a
+  :class:`~partition_lab.executors.benchmark.UnitBinding`) is timed as one unit;
 * ``measure_copies(host_memory, device_memory)``: copy-time curves between the host and the
   runner's device, keyed ``"<src_memory>-><dst_memory>"`` (empty where no copy is made);
 * ``measure_overheads()``: ``region_s``, ``per_op_s`` and ``island_wakeup_s`` as its executor
@@ -86,6 +88,8 @@ class Runner:
 
     runner: str = ""
     kind: str = "cpu"
+    #: Whether :meth:`measure_ops` can time a pattern's unit as one unit (a composite node).
+    times_units: bool = False
 
     def device_key(self) -> str:
         raise NotImplementedError
@@ -105,7 +109,10 @@ class Runner:
         :class:`~partition_lab.executors.graph_io.ArgRef` bindings; inferred from the node's
         types where missing). An op that cannot be timed raises ProfileError, unless ``errors``
         is given: then its message is recorded there and the others are timed. Past
-        ``deadline`` (a ``time.perf_counter()`` value) the rest is left unmeasured.
+        ``deadline`` (a ``time.perf_counter()`` value) the rest is left unmeasured. A composite
+        node (a pattern's unit) comes with a
+        :class:`~partition_lab.executors.benchmark.UnitBinding` as its refs, and only to runners
+        whose ``times_units`` is true.
         """
         raise NotImplementedError
 
@@ -164,6 +171,10 @@ class TorchRunner(Runner):
     eagerly launched region (the larger of its launch and its kernel). Stats are the median and
     the 10th/90th percentiles of the samples.
 
+    Units (a pattern's ops, as a device that declares the pattern runs them): the unit's ops
+    run in order in one timed call (:func:`~partition_lab.executors.benchmark.unit_callable`),
+    the same way; its time is the unit's, launches and intermediates included.
+
     Copies (CUDA only): inside executor runs of a two-region probe plan, as the executor copies
     (pageable host memory, casts at the boundary included), median of several runs per size.
     On the CPU the executor makes no copies and none are measured.
@@ -176,6 +187,7 @@ class TorchRunner(Runner):
     """
 
     runner = "torch"
+    times_units = True
 
     def __init__(self, device: str = "cpu", *, precision: str = "as-prepared",
                  repeats: int = 9, batch_s: float = 0.005, max_calls: int = 200,
@@ -236,7 +248,8 @@ class TorchRunner(Runner):
                     progress: ProgressFn | None = None,
                     errors: dict[str, str] | None = None,
                     deadline: float | None = None) -> dict[str, Timing]:
-        from ..executors.benchmark import op_callable
+        from ..core.patterns import COMPOSITE_OP_PREFIX
+        from ..executors.benchmark import UnitBinding, op_callable, unit_callable
         from ..executors.kernels import KERNELS
 
         mode = "float32" if self.precision == "float32" else "graph"
@@ -247,6 +260,14 @@ class TorchRunner(Runner):
                 break
             if progress:
                 progress(done, total, node.op)
+            unit = (refs or {}).get(sig)
+            if node.op.startswith(COMPOSITE_OP_PREFIX) and isinstance(unit, UnitBinding):
+                try:
+                    times[sig] = self._time(unit_callable(unit, device=self.device, dtype=mode,
+                                                          seed=self.seed))
+                except Exception as err:  # noqa: BLE001 - the unit's ops stay priced one by one
+                    self._failed(sig, node, err, errors)
+                continue
             if node.op not in KERNELS:
                 message = f"{node.op}: no PyTorch translation for {node.op}"
                 if errors is None:
@@ -259,16 +280,20 @@ class TorchRunner(Runner):
                 times[sig] = self._time(fn)
                 del fn
             except Exception as err:  # noqa: BLE001 - one odd op must not lose the profile
-                message = f"{node.op}: {type(err).__name__}: {str(err).strip().splitlines()[0]}" \
-                    if str(err).strip() else f"{node.op}: {type(err).__name__}"
-                if errors is None:
-                    raise ProfileError(f"could not time {sig} on {self.device}: {message}") \
-                        from err
-                errors[sig] = message
+                self._failed(sig, node, err, errors)
         if progress:
             progress(total, total, "")
         self._empty_cache()
         return times
+
+    def _failed(self, sig: str, node: OpNode, err: BaseException,
+                errors: dict[str, str] | None) -> None:
+        """Record why ``sig`` could not be timed in ``errors``, or raise if there is none."""
+        message = f"{node.op}: {type(err).__name__}: {str(err).strip().splitlines()[0]}" \
+            if str(err).strip() else f"{node.op}: {type(err).__name__}"
+        if errors is None:
+            raise ProfileError(f"could not time {sig} on {self.device}: {message}") from err
+        errors[sig] = message
 
     def _time(self, fn: Callable[[], Any]) -> Timing:
         """Samples of seconds per call, each from a back-to-back batch ended by a sync."""

@@ -53,35 +53,78 @@ def relay_text(node: OpNode, *, float32: bool = False) -> str:
     ``float32``: half tensors and ``dtype``/``out_dtype`` attributes become float32 (an op of a
     plan device that computes in float32, the ``tensorcore`` host).
     """
-    def dtype(name: str) -> str:
-        return "float32" if float32 and name in _HALF else name
-
+    dtype = _dtype_map(float32)
     params = [f"%a{i}: {_tensor_type(t, dtype)}" for i, t in enumerate(node.args)]
-    args = [f"%a{i}" for i in range(len(node.args))]
-    if node.op in TUPLE_ARG_OPS:
-        args = ["(" + ", ".join(args) + ("," if len(args) == 1 else "") + ")"]
-    attrs = []
-    for key, value in node.attrs.items():
-        if value is None:
-            continue
-        if float32 and key in ("dtype", "out_dtype") and value in _HALF:
-            value = "float32"
-        attrs.append(f"{key}={_attr_text(value)}")
-    body = f"{node.op}({', '.join(args + attrs)})"
+    body = _call_text(node, [f"%a{i}" for i in range(len(node.args))], float32)
     if node.op in _FIRST_OUTPUT_ONLY:
         body = f"%0 = {body};\n  %0.0"
     return f'#[version = "0.0.5"]\ndef @main({", ".join(params)}) {{\n  {body}\n}}\n'
 
 
-def single_op_module(node: OpNode, *, float32: bool = False) -> tvm.IRModule:
-    """A type-checked IRModule whose ``main`` calls ``node``'s op once (see :func:`relay_text`).
+def unit_relay_text(unit: Any, *, float32: bool = False) -> str:
+    """The Relay text of a function running a pattern's unit once (a
+    :class:`~partition_lab.executors.benchmark.UnitBinding`): one parameter per tensor it reads
+    from outside and per weight, its ops in order, each intermediate passed to the next. TVM
+    builds it as it builds a region holding the unit, fusing what it can."""
+    dtype = _dtype_map(float32)
+    params: dict[str, str] = {}  # outside tensor key or weight slot -> parameter
+    types: list[str] = []
+    made: dict[str, str] = {}    # tensor key a member produces -> its Relay value
+    lines = []
+
+    def parameter(key: str, spec: TensorType) -> str:
+        if key not in params:
+            params[key] = f"%a{len(params)}"
+            types.append(f"{params[key]}: {_tensor_type(spec, dtype)}")
+        return params[key]
+
+    for index, (node, refs) in enumerate(zip(unit.members, unit.refs, strict=True)):
+        args = []
+        for position, (spec, ref) in enumerate(zip(node.args, refs, strict=True)):
+            if ref.kind == "weight":
+                args.append(parameter(f"w{index}.{position}", spec))
+            else:
+                args.append(made.get(ref.key) or parameter(ref.key, spec))
+        lines.append(f"%{index} = {_call_text(node, args, float32)};")
+        outputs = 1 if node.op in _FIRST_OUTPUT_ONLY else len(node.outputs)
+        for out in range(outputs):
+            made[f"{node.name}:{out}"] = f"%{index}" + (
+                f".{out}" if len(node.outputs) > 1 else "")
+    last = unit.members[-1]
+    result = made[f"{last.name}:0"]
+    body = "\n  ".join(lines + [result])
+    return f'#[version = "0.0.5"]\ndef @main({", ".join(types)}) {{\n  {body}\n}}\n'
+
+
+def _dtype_map(float32: bool) -> Callable[[str], str]:
+    return lambda name: "float32" if float32 and name in _HALF else name
+
+
+def _call_text(node: OpNode, args: list[str], float32: bool) -> str:
+    """``op(args, attrs)`` of ``node`` in Relay text."""
+    if node.op in TUPLE_ARG_OPS:
+        args = ["(" + ", ".join(args) + ("," if len(args) == 1 else "") + ")"]
+    attrs = []
+    for key, value in node.attrs.items():
+        if float32 and key in ("dtype", "out_dtype") and value in _HALF:
+            value = "float32"
+        attrs.append(f"{key}={_attr_text(value)}")
+    return f"{node.op}({', '.join(args + attrs)})"
+
+
+def single_op_module(node: OpNode, *, float32: bool = False, unit: Any = None
+                     ) -> tvm.IRModule:
+    """A type-checked IRModule whose ``main`` calls ``node``'s op once (see :func:`relay_text`),
+    or runs ``unit`` (a :class:`~partition_lab.executors.benchmark.UnitBinding`, for a
+    pattern's composite node: :func:`unit_relay_text`).
 
     Raises
     ------
     ProfileError
         If TVM cannot rebuild the call (an attribute value it does not accept).
     """
-    text = relay_text(node, float32=float32)
+    text = unit_relay_text(unit, float32=float32) if unit is not None else \
+        relay_text(node, float32=float32)
     try:
         parse = getattr(relay, "fromtext", None) or tvm.parser.parse
         return relay.transform.InferType()(parse(text))
@@ -97,6 +140,8 @@ def _tensor_type(spec: TensorType, dtype: Callable[[str], str]) -> str:
 
 
 def _attr_text(value: Any) -> str:
+    if value is None:  # as TVM prints it: a required field left unset (a dense's units)
+        return "None"
     if isinstance(value, bool):
         return "True" if value else "False"
     if isinstance(value, int):
@@ -142,9 +187,11 @@ def _dense_module() -> tvm.IRModule:
 
 # ---------------------------------------------------------------------------- shared machinery
 class _TvmRunner(Runner):
-    """Builds one-op modules and times them; subclasses say where (``_timer``)."""
+    """Builds one-op modules and times them; subclasses say where (``_timer``). A pattern's
+    unit is built as one module of its ops, fused as TVM fuses a region's ops."""
 
     kind = "cpu"
+    times_units = True
 
     def __init__(self, *, target: str = "llvm", precision: str = "as-prepared",
                  number: int = 5, repeat: int = 9, min_repeat_ms: int = 2,
@@ -174,12 +221,18 @@ class _TvmRunner(Runner):
         parts = [] if self.target == "llvm" else [self.target]
         return parts + (["float32"] if self.precision == "float32" else [])
 
-    def _modules(self, ops: Mapping[str, OpNode], errors: dict[str, str] | None
-                 ) -> dict[str, tvm.IRModule]:
+    def _modules(self, ops: Mapping[str, OpNode], errors: dict[str, str] | None,
+                 refs: Mapping[str, Any] | None = None) -> dict[str, tvm.IRModule]:
+        """One module per signature; a composite node with its UnitBinding runs the unit."""
+        from ..executors.benchmark import UnitBinding
+
         modules = {}
         for sig, node in ops.items():
+            unit = (refs or {}).get(sig)
             try:
-                modules[sig] = single_op_module(node, float32=self.precision == "float32")
+                modules[sig] = single_op_module(
+                    node, float32=self.precision == "float32",
+                    unit=unit if isinstance(unit, UnitBinding) else None)
             except ProfileError as err:
                 if errors is None:
                     raise
@@ -218,7 +271,7 @@ class TvmLlvmRunner(_TvmRunner):
                     progress: ProgressFn | None = None,
                     errors: dict[str, str] | None = None,
                     deadline: float | None = None) -> dict[str, Timing]:
-        modules = self._modules(ops, errors)
+        modules = self._modules(ops, errors, refs)
         times: dict[str, Timing] = {}
         total = len(ops)
         for done, (sig, mod) in enumerate(modules.items()):
@@ -401,7 +454,7 @@ class TvmRpcRunner(_TvmRunner):
                     progress: ProgressFn | None = None,
                     errors: dict[str, str] | None = None,
                     deadline: float | None = None) -> dict[str, Timing]:
-        modules = self._modules(ops, errors)
+        modules = self._modules(ops, errors, refs)
         total = len(ops)
         work: queue.Queue[tuple[int, str]] = queue.Queue()
         for index, sig in enumerate(modules):
