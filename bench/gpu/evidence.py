@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from partition_lab.executors.benchmark import timed_in_turns
 from partition_lab.executors.graph_io import read_bundle
 from partition_lab.executors.torch_exec import PlanExecutor, calibrate_batch_norm
 from partition_lab.executors.weights import sample_inputs, synthetic_weights
@@ -171,24 +172,6 @@ def interleaved(executors: dict[str, Any], inputs: dict[str, np.ndarray], rounds
     return {name: {"median_s": statistics.median(t), "min_s": min(t),
                    "ratio_to_unpartitioned": statistics.median(t) / base, "times_s": t}
             for name, t in times.items()} | {"rounds": len(times[names[0]])}
-
-
-def timed_in_turns(executors: dict[str, Any], inputs: dict[str, np.ndarray], rounds: int,
-                   max_seconds: float, min_rounds: int) -> dict[str, list[float]]:
-    """End-to-end seconds of each (prepared, warm) executor, one run of each per round in an
-    order rotated every round, until ``rounds`` or ``max_seconds`` after ``min_rounds``."""
-    names = list(executors)
-    times: dict[str, list[float]] = {name: [] for name in names}
-    start = time.perf_counter()
-    for r in range(rounds):
-        for name in names[r % len(names):] + names[:r % len(names)]:
-            executor = executors[name]
-            t0 = executor._clock()
-            executor.run(inputs)
-            times[name].append(executor._clock() - t0)
-        if r + 1 >= min_rounds and time.perf_counter() - start > max_seconds:
-            break
-    return times
 
 
 def _float32_math_settings() -> dict[str, Any]:

@@ -156,6 +156,9 @@ def partition(
     strategy_options: Mapping[str, Any] | None = None,
     name: str = "",
     compiler: str | Mapping[str, str] | None = None,
+    choose: int | None = None,
+    choose_device: str = "cpu",
+    choose_seconds: float = 20.0,
     **target_options: Any,
 ) -> PartitionResult:
     """Split ``mod`` into regions over the devices of a platform (accelerators and CPU islands).
@@ -177,8 +180,17 @@ def partition(
     BYOC devices. ``partition_lab.relay.export.export_partitioned(result.mod, path)`` writes the
     result with its weights for a codegen to take away.
 
+    ``choose=K`` decides by measurement (:func:`partition_lab.choice.choose`): the cost model
+    proposes greedy's plan and the ``K`` best other distinct plans (by predicted mean and by
+    optimism), the PyTorch executor times them in turns on ``choose_device`` for about
+    ``choose_seconds``, and the measured best is taken where it beat greedy in three rounds
+    of four; the plan JSON records it under ``"choice"``. Not with ``strategy``.
+
     The plan is validated before the module is rewritten; the result explains every decision.
     """
+    if choose is not None and strategy is not None:
+        raise PartitionLabError(f"choose={choose} picks among every strategy's plans by timing "
+                                f"them: leave strategy ({strategy!r}) out")
     timings: dict[str, float] = {}
     start = time.perf_counter()
     analysis = analyze(mod, target, params=params, excl_node_names=excl_node_names,
@@ -188,8 +200,11 @@ def partition(
     start = time.perf_counter()
     if strategy is None:
         strategy = default_strategy(profiled=profile_cache is not None)
-    chosen = get_strategy(strategy, **dict(strategy_options or {}))
-    plan = chosen.run(analysis.graph, analysis.support, cost_model=analysis.cost_model)
+    if choose is not None:
+        plan = _measured_choice(analysis, choose, choose_device, choose_seconds)
+    else:
+        chosen = get_strategy(strategy, **dict(strategy_options or {}))
+        plan = chosen.run(analysis.graph, analysis.support, cost_model=analysis.cost_model)
     plan.validate()
     timings["strategy_s"] = time.perf_counter() - start
     start = time.perf_counter()
@@ -198,6 +213,18 @@ def partition(
     cost = evaluate(plan, analysis.cost_model) if analysis.cost_model is not None else None
     return PartitionResult(partitioned, plan, analysis.graph, analysis.target, cost,
                            analysis.cost_model, analysis.prepared_mod, analysis.relay, timings)
+
+
+def _measured_choice(analysis: Analysis, k: int, device: str, seconds: float) -> PartitionPlan:
+    """The plan :func:`partition_lab.choice.choose` takes, timing with the PyTorch executor."""
+    from .choice import choose
+    from .executors.graph_io import bindings_from_relay
+
+    if analysis.cost_model is None:
+        raise PartitionLabError("choose needs a cost model to propose plans")
+    return choose(analysis.graph, analysis.support, analysis.cost_model,
+                  bindings_from_relay(analysis.relay), k=k, device=device,
+                  max_seconds=seconds).plan
 
 
 def compare(

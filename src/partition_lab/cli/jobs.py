@@ -228,15 +228,39 @@ def run_partition_job(job: Job, args: argparse.Namespace) -> Any:
     from .. import partition
     from .._tvm_logs import quiet_tvm_logs
 
+    choose = _choose_options(args)
     mod, params = load(job, args.frontend)
-    with job.progress.step(f"partitioning for {job.target} ({job.strategy})"), \
+    how = f"timing the best {choose['choose']} plans and greedy's" if choose else job.strategy
+    with job.progress.step(f"partitioning for {job.target} ({how})"), \
             quiet_tvm_logs(not getattr(args, "debug", False)):
-        return partition(mod, job.platform, params=params, strategy=job.strategy,
+        return partition(mod, job.platform, params=params,
+                         strategy=None if choose else job.strategy,
                          name=model_label(job.model),
                          excl_node_names=tuple(args.exclude_node),
                          exclude_ops=tuple(args.exclude_op), cost_model=job.profile, profile_cache=job.profile_cache,
                          strategy_options=job.strategy_options or None,
-                         compiler=parse_compiler(getattr(args, "compiler", [])))
+                         compiler=parse_compiler(getattr(args, "compiler", [])),
+                         **choose)
+
+
+def _choose_options(args: argparse.Namespace) -> dict[str, Any]:
+    """``partition``'s --choose options as :func:`partition_lab.partition` takes them."""
+    k = getattr(args, "choose", None)
+    if k is None:
+        return {}
+    if k < 1:
+        raise UsageError(f"bad --choose {k}: expected 1 or more plans to try besides greedy's")
+    if args.strategy is not None:
+        raise UsageError("--choose picks among every strategy's plans by timing them: leave "
+                         f"--strategy ({args.strategy}) out")
+    device = args.choose_device
+    if device != "cpu" and not (device == "cuda" or (device.startswith("cuda:")
+                                                     and device[5:].isdigit())):
+        raise UsageError(f"bad --choose-device {device!r}: expected cpu, cuda or cuda:N")
+    if not args.choose_seconds > 0:
+        raise UsageError(f"bad --choose-seconds {args.choose_seconds}: expected a positive "
+                         "number")
+    return {"choose": k, "choose_device": device, "choose_seconds": args.choose_seconds}
 
 
 def parse_compiler(specs: Sequence[str]) -> str | dict[str, str] | None:

@@ -236,6 +236,18 @@ def _add_partition(commands: Any) -> None:
                      help="the Compiler attribute of the accelerator functions (the codegen "
                           "relay.ext.NAME); default from the device name (neuron@2020 -> "
                           "neuron_2020); DEVICE=NAME per device on a platform with several")
+    sub.add_argument("--choose", type=int, metavar="K",
+                     help="decide by timing: greedy's plan and the K best other distinct plans "
+                          "(by predicted time and by optimism) run in turns with the PyTorch "
+                          "executor; the measured best is taken where it beat greedy in three "
+                          "rounds of four (recorded as the plan JSON's \"choice\"); not with "
+                          "--strategy")
+    sub.add_argument("--choose-device", default="cpu", metavar="DEV",
+                     help="where --choose runs the accelerators' ops: cpu (a stand-in) or "
+                          "cuda[:N]; default cpu")
+    sub.add_argument("--choose-seconds", type=float, default=20.0, metavar="S",
+                     help="about how long --choose times the plans (at least 6 rounds); "
+                          "default 20")
     _add_gate_options(sub)
 
 

@@ -76,6 +76,8 @@ class PartitionPlan:
     support: Support
     options: Mapping[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    #: How the plan was chosen by timing candidates (:mod:`partition_lab.choice`), if it was.
+    choice: Mapping[str, Any] | None = None
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -146,7 +148,8 @@ class PartitionPlan:
         decisions = tuple(Decision(n["id"], n["device"], n["region"], n["reason"],
                                    reason_from_dict(n)) for n in nodes)
         plan = cls(graph, data["target"], data["strategy"], regions, decisions, support,
-                   dict(data.get("options", {})), list(data.get("notes", [])))
+                   dict(data.get("options", {})), list(data.get("notes", [])),
+                   data.get("choice"))
         _check_loaded(plan, platform)
         return plan
 
@@ -315,6 +318,7 @@ class PartitionPlan:
             "reason_groups": [group.to_dict() for group in self.reason_groups()],
             # Only where patterns were found, so that plans without them read as before.
             **({"units": units_to_data(self.support.units)} if self.support.units else {}),
+            **({"choice": _jsonable(dict(self.choice))} if self.choice is not None else {}),
         }
 
     def _node_dict(self, d: Decision, time: float | None) -> dict[str, Any]:

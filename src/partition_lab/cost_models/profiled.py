@@ -18,8 +18,8 @@ import numpy as np
 from .._audience import is_command_line
 from ..core.graph import OpGraph, OpNode
 from ..core.ops import op_class
-from ..core.platform import Platform
 from ..core.patterns import COMPOSITE_OP_PREFIX
+from ..core.platform import Platform
 from ..errors import ProfileError
 from .base import CostModel, require_platform
 from .copy_curves import TransferCurve, link_curves

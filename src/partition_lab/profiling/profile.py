@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from ..core.graph import OpGraph, OpNode
-from ..core.patterns import COMPOSITE_OP_PREFIX
 from ..core.ops import op_class
+from ..core.patterns import COMPOSITE_OP_PREFIX
 from ..core.plan import PartitionPlan
 from ..core.platform import Platform
 from ..core.support import Support

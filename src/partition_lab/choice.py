@@ -1,0 +1,223 @@
+"""Measured final choice: the cost model proposes a few plans, the device decides (issue 23).
+
+The cost model ranks plans well but its error is as large as many of the gains it predicts
+(``strategies/robust.py``), so the last step is taken by timing: :func:`propose` keeps greedy's
+plan and the ``k`` best distinct other plans twice over, by predicted mean and by optimism
+(mean - 2 sd, so that a plan the model is unsure of still gets tried); :func:`choose` runs them
+end to end in turns (one run of each per round, the order rotated every round, so that a drift
+of the machine hits every plan alike) and :func:`decide` takes the measured best only where it
+beat greedy beyond the run's own spread: faster than greedy in at least three rounds of four
+(the 75th percentile of its per-round time ratio to greedy below 1), else greedy stays.
+
+The runner is the PyTorch plan executor
+(:class:`~partition_lab.executors.torch_exec.PlanExecutor`: non-host devices on ``device``,
+the host on the CPU, seeded synthetic weights): on a GPU machine it times what the executor
+runs there; on a CPU the accelerators are stand-ins and the choice says so.
+
+>>> result = choose(graph, support, cost_model, bindings, k=3, device="cuda")  # doctest: +SKIP
+>>> result.chosen, result.plan.strategy                                         # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .comparison import compare_plans
+from .core.graph import OpGraph
+from .core.plan import PartitionPlan
+from .core.support import Support
+from .cost_models.base import CostModel
+from .errors import PartitionLabError
+from .strategies import available_strategies, get_strategy
+
+#: The quantile of a candidate's per-round time ratios to greedy that must be below 1 for it
+#: to win: faster than greedy in at least three rounds of four.
+WIN_QUANTILE = 0.75
+#: Optimism: a plan's predicted mean minus this many standard deviations.
+OPTIMISM_Z = 2.0
+
+TimeFn = Callable[[Mapping[str, PartitionPlan]], dict[str, list[float]]]
+"""``timer({name: plan}) -> {name: [seconds per round]}``: the plans timed in turns."""
+
+
+@dataclass
+class Candidate:
+    """One plan put to the device: who made it, what the model predicted, what was measured."""
+
+    name: str
+    plan: PartitionPlan
+    predicted_s: float
+    sigma_s: float
+    measured_s: list[float] = field(default_factory=list)
+
+    @property
+    def optimistic_s(self) -> float:
+        return self.predicted_s - OPTIMISM_Z * self.sigma_s
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"plan": self.name, "predicted_s": self.predicted_s, "sigma_s": self.sigma_s,
+                "measured_s": list(self.measured_s)}
+
+
+@dataclass
+class Choice:
+    """What :func:`choose` did: the candidates, the chosen one's name, the runner, and why."""
+
+    candidates: list[Candidate]
+    chosen: str
+    runner: str
+    reason: str
+    elapsed_s: float = 0.0
+
+    @property
+    def plan(self) -> PartitionPlan:
+        """The chosen plan, carrying this choice (its plan JSON's ``"choice"``) and the reason
+        as a note."""
+        plan = next(c.plan for c in self.candidates if c.name == self.chosen)
+        return dataclasses.replace(plan, choice=self.to_dict(),
+                                   notes=[*plan.notes, f"measured choice: {self.reason}"])
+
+    def to_dict(self) -> dict[str, Any]:
+        """The plan JSON's ``"choice"`` record."""
+        return {"candidates": [c.to_dict() for c in self.candidates], "chosen": self.chosen,
+                "runner": self.runner, "reason": self.reason, "elapsed_s": self.elapsed_s}
+
+
+# ---------------------------------------------------------------------------- propose
+def propose(graph: OpGraph, support: Support, cost_model: CostModel, k: int = 3
+            ) -> list[Candidate]:
+    """Greedy's plan and up to ``k`` other distinct plans by predicted mean plus up to ``k``
+    by optimism (mean - 2 sd), from every registered strategy and, where they take it, the
+    ``cost`` and ``optimal`` strategies without their robustness margin (``confidence_z=0``:
+    the plan the model predicts fastest, which the robust rule may have refused)."""
+    if k < 1:
+        raise PartitionLabError(f"choose: k must be at least 1, got {k}")
+    plain = compare_plans(graph, support, strategies=available_strategies(),
+                          cost_model=cost_model)
+    eager = compare_plans(graph, support, cost_model=cost_model, strategies=[
+        get_strategy(name, confidence_z=0.0) for name in ("cost", "optimal")])
+    seen: dict[tuple[str, ...], Candidate] = {}
+    for comparison, suffix in ((plain, ""), (eager, "_z0")):
+        for row in comparison.rows:
+            if not row.applicable or row.total_s is None or not math.isfinite(row.total_s):
+                continue
+            plan = comparison.plans[row.strategy]
+            key = tuple(d.device for d in plan.decisions)
+            if key not in seen:
+                seen[key] = Candidate(row.strategy + suffix, plan, row.total_s,
+                                      row.total_sigma_s or 0.0)
+    greedy = next((c for c in seen.values() if c.name == "greedy"), None)
+    if greedy is None:
+        raise PartitionLabError("choose: greedy's plan could not be priced, so there is "
+                                "nothing to compare the candidates with")
+    others = [c for c in seen.values() if c is not greedy]
+    by_mean = sorted(others, key=lambda c: c.predicted_s)[:k]
+    by_optimism = sorted(others, key=lambda c: c.optimistic_s)[:k]
+    picked = [greedy]
+    for candidate in by_mean + by_optimism:
+        if all(candidate is not other for other in picked):
+            picked.append(candidate)
+    return picked
+
+
+# ---------------------------------------------------------------------------- decide
+def decide(candidates: Sequence[Candidate]) -> tuple[str, str]:
+    """``(chosen name, why)`` from measured candidates (greedy first): the fastest by median
+    among those faster than greedy in at least three rounds of four, else greedy."""
+    greedy = candidates[0]
+    if not greedy.measured_s:
+        return greedy.name, "nothing was timed: greedy's plan kept"
+    winners = []
+    for candidate in candidates[1:]:
+        ratios = [c / g for c, g in zip(candidate.measured_s, greedy.measured_s, strict=False)
+                  if g > 0]
+        if not ratios:
+            continue
+        if _quantile(sorted(ratios), WIN_QUANTILE) < 1.0:
+            winners.append((statistics.median(ratios), candidate))
+    rounds = len(greedy.measured_s)
+    if not winners:
+        return greedy.name, (f"no candidate beat greedy in three rounds of four ({rounds} "
+                             "rounds): greedy's plan kept")
+    ratio, best = min(winners, key=lambda pair: pair[0])
+    return best.name, (f"{best.name} beat greedy in at least three rounds of four ({rounds} "
+                       f"rounds), median {ratio:.3f}x greedy's time")
+
+
+def _quantile(ordered: Sequence[float], q: float) -> float:
+    position = q * (len(ordered) - 1)
+    low = int(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+# ---------------------------------------------------------------------------- choose
+def choose(graph: OpGraph, support: Support, cost_model: CostModel,
+           bindings: Sequence[Sequence[Any]] | None = None, *, k: int = 3,
+           device: str = "cpu", rounds: int = 30, min_rounds: int = 6,
+           max_seconds: float = 20.0, timer: TimeFn | None = None,
+           runner: str | None = None) -> Choice:
+    """Propose (:func:`propose`), time in turns, decide (:func:`decide`).
+
+    ``timer`` times the plans (default: the PyTorch executor on ``device`` with ``bindings``,
+    ``rounds`` rounds, fewer once ``max_seconds`` have passed but at least ``min_rounds``).
+    If timing fails, greedy's plan is kept and the reason says why; nothing else changes.
+    """
+    start = time.perf_counter()
+    candidates = propose(graph, support, cost_model, k)
+    if timer is None:
+        if bindings is None:
+            raise PartitionLabError("choose: the plans cannot be run without the graph's "
+                                    "argument bindings (a bundle's, or bindings_from_relay)")
+        timer = torch_timer(graph, bindings, device=device, rounds=rounds,
+                            min_rounds=min_rounds, max_seconds=max_seconds)
+        runner = runner or f"torch executor ({device})"
+    runner = runner or "custom timer"
+    if len(candidates) == 1:
+        return Choice(candidates, candidates[0].name, runner,
+                      "no other distinct plan to try: greedy's plan kept",
+                      time.perf_counter() - start)
+    try:
+        times = timer({c.name: c.plan for c in candidates})
+    except Exception as err:  # noqa: BLE001 - a failed run must leave greedy's plan, not a crash
+        first = str(err).strip().splitlines()[0] if str(err).strip() else ""
+        return Choice(candidates, candidates[0].name, runner,
+                      f"timing failed ({type(err).__name__}: {first[:160]}): greedy's plan kept",
+                      time.perf_counter() - start)
+    for candidate in candidates:
+        candidate.measured_s = [float(t) for t in times.get(candidate.name, [])]
+    chosen, reason = decide(candidates)
+    return Choice(candidates, chosen, runner, reason, time.perf_counter() - start)
+
+
+def torch_timer(graph: OpGraph, bindings: Sequence[Sequence[Any]], *, device: str = "cpu",
+                rounds: int = 30, min_rounds: int = 6, max_seconds: float = 20.0,
+                seed: int = 0) -> TimeFn:
+    """A :data:`TimeFn` running plans with the PyTorch executor: seeded synthetic weights,
+    batch norms calibrated on the input, two warm-up runs each, then rounds in turns."""
+    def timer(plans: Mapping[str, PartitionPlan]) -> dict[str, list[float]]:
+        from .executors.benchmark import timed_in_turns
+        from .executors.torch_exec import PlanExecutor, calibrate_batch_norm
+        from .executors.weights import sample_inputs, synthetic_weights
+
+        weights = synthetic_weights(graph, bindings, seed=seed)
+        inputs = sample_inputs(graph, seed=seed)
+        calibrate_batch_norm(graph, bindings, weights, inputs, device=device)
+        executors = {name: PlanExecutor(graph, plan, bindings, weights, device=device)
+                     for name, plan in plans.items()}
+        for executor in executors.values():
+            executor.prepare()
+            for _ in range(2):
+                executor.run(inputs)
+        return timed_in_turns(executors, inputs, rounds, max_seconds, min_rounds)
+
+    return timer
+
+
+__all__ = ["Candidate", "Choice", "choose", "decide", "propose", "torch_timer"]

@@ -1,0 +1,136 @@
+"""Measured final choice (issue 23, ``partition_lab.choice``): propose, time in turns, decide.
+
+The rule and the failure path are checked with timers that return chosen numbers (no device);
+one test times real plans with the PyTorch executor on this CPU through the CLI.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from partition_lab.choice import Candidate, choose, decide, propose
+from partition_lab.core.plan import PartitionPlan
+from partition_lab.cost_models import get_cost_model
+from partition_lab.errors import PartitionLabError
+from partition_lab.targets import get_platform
+from test_patterns import _support, block
+
+
+def _planned(release: str = "neuron@2020"):  # noqa: ANN202
+    graph = block()
+    platform = get_platform(release)
+    return graph, _support(platform, graph), get_cost_model(platform)
+
+
+def _candidate(name: str, times: list[float]) -> Candidate:
+    return Candidate(name, None, 1.0, 0.1, list(times))  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------------------- the rule
+def test_a_candidate_faster_in_three_rounds_of_four_wins_and_the_fastest_such_is_chosen() -> None:
+    greedy = _candidate("greedy", [1.0] * 8)
+    steady = _candidate("steady", [0.9] * 8)
+    faster = _candidate("faster", [0.8] * 6 + [1.1] * 2)  # faster in 6 of 8 rounds
+    chosen, why = decide([greedy, steady, faster])
+    assert chosen == "faster"
+    assert "three rounds of four" in why and "0.800x" in why
+
+
+def test_a_candidate_faster_in_only_half_the_rounds_leaves_greedy() -> None:
+    greedy = _candidate("greedy", [1.0] * 8)
+    lucky = _candidate("lucky", [0.5] * 4 + [1.2] * 4)  # a lower median, but only half the time
+    chosen, why = decide([greedy, lucky])
+    assert chosen == "greedy" and "greedy's plan kept" in why
+
+
+# ---------------------------------------------------------------------------- proposing
+def test_proposals_start_with_greedy_and_are_distinct_plans() -> None:
+    graph, support, model = _planned()
+    proposed = propose(graph, support, model, k=2)
+    assert proposed[0].name == "greedy"
+    assert 2 <= len(proposed) <= 5
+    placements = {tuple(d.device for d in c.plan.decisions) for c in proposed}
+    assert len(placements) == len(proposed)
+    with pytest.raises(PartitionLabError, match="k must be at least 1"):
+        propose(graph, support, model, k=0)
+
+
+# ---------------------------------------------------------------------------- choosing
+def test_the_measured_best_is_taken_and_recorded_in_the_plan_json() -> None:
+    graph, support, model = _planned()
+    target: list[str] = []
+
+    def timer(plans):  # noqa: ANN001, ANN202
+        names = list(plans)
+        target.append(names[-1])  # the last proposal measures fastest in every round
+        return {n: [0.5 if n == names[-1] else 1.0] * 6 for n in names}
+
+    choice = choose(graph, support, model, k=2, timer=timer, runner="test timer")
+    assert choice.chosen == target[0] != "greedy"
+    plan = choice.plan
+    assert plan.choice is not None and plan.choice["chosen"] == choice.chosen
+    assert plan.notes[-1].startswith("measured choice: ")
+    data = json.loads(json.dumps(plan.to_dict()))
+    assert data["choice"]["runner"] == "test timer"
+    assert [c["measured_s"] for c in data["choice"]["candidates"]][0] == [1.0] * 6
+    again = PartitionPlan.from_dict(graph, data, support.platform)
+    assert again.choice == data["choice"]
+
+
+def test_a_runner_that_fails_mid_choice_leaves_greedys_plan_and_says_why() -> None:
+    graph, support, model = _planned()
+
+    def timer(plans):  # noqa: ANN001, ANN202
+        raise RuntimeError("CUDA error: an illegal memory access was encountered\nmore")
+
+    choice = choose(graph, support, model, k=2, timer=timer)
+    assert choice.chosen == "greedy"
+    assert choice.reason == ("timing failed (RuntimeError: CUDA error: an illegal memory access "
+                             "was encountered): greedy's plan kept")
+    assert all(not c.measured_s for c in choice.candidates)
+    assert choice.plan.strategy == "greedy"
+
+
+def test_choose_without_bindings_or_a_timer_is_one_clear_error() -> None:
+    graph, support, model = _planned()
+    with pytest.raises(PartitionLabError, match="argument bindings"):
+        choose(graph, support, model, k=1)
+
+
+# ---------------------------------------------------------------------------- the CLI, timed
+def test_partition_choose_times_the_plans_on_this_cpu_and_writes_the_choice(tmp_path,
+                                                                             capsys) -> None:
+    from partition_lab._optional import MissingDependencyError, require_transformers
+    from partition_lab.cli import main
+
+    try:
+        require_transformers("the measured-choice CLI test")
+    except MissingDependencyError as missing:
+        pytest.skip(str(missing))
+    out = tmp_path / "p.json"
+    assert main(["partition", "hf:distilbert:small", "-t", "neuron@2020", "--choose", "1",
+                 "--choose-seconds", "1", "-o", str(out)]) == 0
+    choice = json.loads(out.read_text())["choice"]
+    names = [c["plan"] for c in choice["candidates"]]
+    assert names[0] == "greedy" and len(names) >= 2 and choice["chosen"] in names
+    assert all(len(c["measured_s"]) >= 6 for c in choice["candidates"])
+    assert choice["runner"] == "torch executor (cpu)"
+    assert "measured choice:" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--choose", "0"], "bad --choose 0"),
+    (["--choose", "1", "-s", "greedy"], "leave --strategy (greedy) out"),
+    (["--choose", "1", "--choose-device", "gpu"], "bad --choose-device 'gpu'"),
+    (["--choose", "1", "--choose-seconds", "0"], "bad --choose-seconds 0"),
+])
+def test_bad_choose_options_are_one_line_and_exit_2(tmp_path, capsys, argv, message) -> None:
+    from partition_lab.cli import main
+
+    out = tmp_path / "p.json"
+    assert main(["partition", "tv:mobilenet_v2:small", "-o", str(out), *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0]
+    assert not out.exists()
