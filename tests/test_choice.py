@@ -134,3 +134,31 @@ def test_bad_choose_options_are_one_line_and_exit_2(tmp_path, capsys, argv, mess
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0]
     assert not out.exists()
+
+
+@pytest.mark.parametrize("choice, message", [
+    ("greedy", "expected an object with a chosen plan name"),
+    ({"chosen": "x", "candidates": [{"plan": "greedy", "measured_s": [1.0]}]},
+     "chosen 'x' is not one of its candidates"),
+    ({"chosen": "greedy", "candidates": [{"plan": "greedy", "measured_s": [-1.0]}]},
+     "non-negative seconds"),
+])
+def test_a_plan_file_with_a_broken_choice_is_one_plan_error(choice, message: str) -> None:
+    from partition_lab.errors import PlanError
+
+    graph, support, model = _planned()
+    data = json.loads(json.dumps(choose(graph, support, model, k=1, timer=lambda plans: {
+        n: [1.0] * 6 for n in plans}).plan.to_dict()))
+    data["choice"] = choice
+    with pytest.raises(PlanError, match=message):
+        PartitionPlan.from_dict(graph, data, support.platform)
+
+
+def test_a_chosen_plans_json_follows_the_packaged_schema() -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    from partition_lab.schemas import load_schema
+
+    graph, support, model = _planned()
+    plan = choose(graph, support, model, k=1, timer=lambda plans: {
+        n: [1.0] * 6 for n in plans}).plan
+    jsonschema.validate(json.loads(json.dumps(plan.to_dict())), load_schema("plan"))

@@ -71,6 +71,8 @@ PLAN.json, schema "partition_lab.plan/2" (keys always present; seconds and bytes
                       "nbytes", "time"}]} | null}
 Present only where there are any (pattern units, README "Patterns"): "units": [{"pattern",
 "form", "nodes": [int]}] at the top, "patterns": [str] in a device record that judges them whole.
+With --choose: "choice": {"candidates": [{"plan", "predicted_s", "sigma_s", "measured_s":
+[float]}], "chosen", "runner", "reason", "elapsed_s"}.
 Nodes are in id order (a topological order). Older plan/1 files (one accelerator + the host,
 one verdict per node) still load. JSON Schemas of this file and of compare --json ship in the
 package: partition_lab/schemas/plan.schema.json (partition_lab.schemas.load_schema).

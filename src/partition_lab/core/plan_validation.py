@@ -46,6 +46,28 @@ def check_plan_data(graph: OpGraph, data: Any) -> None:
         _check_region(region, index, len(graph), devices)
     for index, unit in enumerate(_typed(data, "units", list, "plan") if "units" in data else ()):
         _check_unit(unit, index, len(graph))
+    if "choice" in data:
+        _check_choice(data["choice"])
+
+
+def _check_choice(choice: Any) -> None:
+    """A measured choice (``partition --choose``): its chosen name among its candidates'."""
+    if not isinstance(choice, Mapping) or not isinstance(choice.get("chosen"), str) \
+            or not isinstance(choice.get("candidates"), list):
+        raise PlanError("plan choice: expected an object with a chosen plan name and candidates")
+    names = []
+    for index, candidate in enumerate(choice["candidates"]):
+        times = candidate.get("measured_s") if isinstance(candidate, Mapping) else None
+        if not isinstance(candidate, Mapping) or not isinstance(candidate.get("plan"), str) \
+                or not isinstance(times, list) or not all(
+                    isinstance(t, (int, float)) and not isinstance(t, bool) and t >= 0
+                    for t in times):
+            raise PlanError(f"plan choice candidates[{index}]: expected a plan name and "
+                            "measured_s, a list of non-negative seconds")
+        names.append(candidate["plan"])
+    if choice["chosen"] not in names:
+        raise PlanError(f"plan choice: chosen {_short(choice['chosen'])} is not one of its "
+                        "candidates")
 
 
 def _check_unit(unit: Any, index: int, size: int) -> None:
