@@ -178,7 +178,16 @@ def choose(graph: OpGraph, support: Support, cost_model: CostModel,
         timer = torch_timer(graph, bindings, device=device, rounds=rounds,
                             min_rounds=min_rounds, max_seconds=max_seconds)
         runner = runner or f"torch executor ({device})"
-    runner = runner or "custom timer"
+    return measure_and_decide(candidates, timer, runner or "custom timer", start)
+
+
+def measure_and_decide(candidates: Sequence[Candidate], timer: TimeFn, runner: str,
+                       start: float | None = None) -> Choice:
+    """Time proposed ``candidates`` (greedy first) with ``timer`` and :func:`decide`; a timer
+    that raises leaves greedy's plan, and the reason says why. ``start``: the
+    ``time.perf_counter()`` the choice's elapsed time counts from (default now)."""
+    start = time.perf_counter() if start is None else start
+    candidates = list(candidates)
     if len(candidates) == 1:
         return Choice(candidates, candidates[0].name, runner,
                       "no other distinct plan to try: greedy's plan kept",
@@ -220,4 +229,5 @@ def torch_timer(graph: OpGraph, bindings: Sequence[Sequence[Any]], *, device: st
     return timer
 
 
-__all__ = ["Candidate", "Choice", "choose", "decide", "propose", "torch_timer"]
+__all__ = ["Candidate", "Choice", "choose", "decide", "measure_and_decide", "propose",
+           "torch_timer"]

@@ -1,0 +1,105 @@
+"""Measured final choice on the H200 (issue 23): propose here, time and decide there, then check
+the decision on a second, independent timing of the same candidates.
+
+``prepare`` (here, no TVM: bundles carry the graph and the support): per bundle, the profiled
+cost model (the suite's H200 profile, protocol (a)) proposes greedy and the ``--k`` best other
+distinct plans by mean and by optimism (:func:`partition_lab.choice.propose`); a bundle of those
+candidates is written with their predictions.
+
+``run`` (there): per bundle, round A is the choice itself
+(:func:`partition_lab.choice.measure_and_decide` with the PyTorch executor on the GPU); round B
+times the same candidates again in turns (new executors, new rounds), so the chosen plan is
+judged on times that did not choose it. Written after every bundle.
+
+    python bench/gpu/choose_suite.py prepare --cache bench/results/gpu_suite_cache.json \\
+        --bundles .gpu_bundle/suite_planned/s_* --out .gpu_bundle/choose --k 3
+    PYTHONPATH=src python3 bench/gpu/choose_suite.py run --bundles .gpu_bundle/choose/s_* \\
+        --device cuda --out $OUT/choose_run.json --seconds 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+
+def prepare(bundles: list[Path], cache: Path, out: Path, k: int) -> None:
+    from partition_lab.choice import propose
+    from partition_lab.cost_models.profiled import ProfiledCostModel
+    from partition_lab.executors.graph_io import Bundle, read_bundle, write_bundle
+
+    data = json.loads(cache.read_text())
+    for folder in bundles:
+        for path in sorted(folder.glob("*.json.gz")):
+            start = time.perf_counter()
+            bundle = read_bundle(path)
+            support = next(iter(bundle.plans.values())).support
+            model = ProfiledCostModel(data, support.platform)
+            candidates = propose(bundle.graph, support, model, k)
+            meta = {**bundle.meta, "candidates": [
+                {"plan": c.name, "predicted_s": c.predicted_s, "sigma_s": c.sigma_s}
+                for c in candidates], "cost_model": model.name}
+            target = out / folder.name / path.name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            write_bundle(target, Bundle(bundle.graph, bundle.bindings,
+                                        {c.name: c.plan for c in candidates}, meta,
+                                        support.platform))
+            print(f"{folder.name}/{path.name}: {[c.name for c in candidates]} "
+                  f"({time.perf_counter() - start:.1f} s)", flush=True)
+
+
+def run(bundles: list[Path], device: str, out: Path, seconds: float) -> None:
+    from partition_lab.choice import Candidate, measure_and_decide, torch_timer
+    from partition_lab.executors.graph_io import read_bundle
+
+    rows: list[dict[str, Any]] = []
+    for folder in bundles:
+        for path in sorted(folder.glob("*.json.gz")):
+            bundle = read_bundle(path)
+            candidates = [Candidate(c["plan"], bundle.plans[c["plan"]], c["predicted_s"],
+                                    c["sigma_s"]) for c in bundle.meta["candidates"]]
+            timer = torch_timer(bundle.graph, bundle.bindings, device=device, rounds=200,
+                                min_rounds=6, max_seconds=seconds)
+            choice = measure_and_decide(candidates, timer, f"torch executor ({device})")
+            again = timer({c.name: c.plan for c in candidates})  # round B: judge the choice
+            greedy_b = again["greedy"]
+            rows.append({
+                "model": bundle.meta.get("model", path.name[:-8]), "bundle":
+                f"{folder.name}/{path.name}", "platform": candidates[0].plan.platform_name,
+                "ops": len(bundle.graph), "choice": choice.to_dict(),
+                "round_b": {name: {"median_s": statistics.median(t), "times_s": t,
+                                   "ratio_to_greedy": statistics.median(
+                                       [a / g for a, g in zip(t, greedy_b, strict=False)])}
+                            for name, t in again.items()}})
+            out.write_text(json.dumps({"device": device, "rows": rows}, indent=1))
+            print(f"{rows[-1]['bundle']}: {choice.chosen} ({choice.reason}) "
+                  f"{choice.elapsed_s:.1f} s", flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("prepare")
+    p.add_argument("--bundles", type=Path, nargs="+", required=True)
+    p.add_argument("--cache", type=Path, required=True)
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--k", type=int, default=3)
+    r = sub.add_parser("run")
+    r.add_argument("--bundles", type=Path, nargs="+", required=True)
+    r.add_argument("--device", default="cuda")
+    r.add_argument("--out", type=Path, required=True)
+    r.add_argument("--seconds", type=float, default=5.0)
+    args = parser.parse_args(argv)
+    if args.command == "prepare":
+        prepare(args.bundles, args.cache, args.out, args.k)
+    else:
+        run(args.bundles, args.device, args.out, args.seconds)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
