@@ -215,14 +215,14 @@ class ProfileCache:
                                f"got {found!r}")
         devices = data.get("devices", {})
         if not isinstance(devices, Mapping):
-            raise ProfileError(f"profile cache {where}: 'devices' must be an object")
+            raise ProfileError(f"profile cache {where}: 'devices' must be an object; {FIX}")
         _string_keys(devices, f"profile cache {where}: devices")
         cache = cls({key: DeviceEntry.from_dict(key, raw, f"profile cache {where}: "
                                                 f"devices[{key!r}]")
                      for key, raw in devices.items()})
         bindings = data.get("bindings", {})
         if not isinstance(bindings, Mapping):
-            raise ProfileError(f"profile cache {where}: 'bindings' must be an object")
+            raise ProfileError(f"profile cache {where}: 'bindings' must be an object; {FIX}")
         _string_keys(bindings, f"profile cache {where}: bindings")
         for platform, mapping in bindings.items():
             if not isinstance(mapping, Mapping) or not all(
@@ -232,7 +232,7 @@ class ProfileCache:
             for device, key in mapping.items():
                 if key not in cache.devices:
                     raise ProfileError(f"profile cache {where}: bindings[{platform!r}] binds "
-                                       f"{device!r} to {key!r}, which has no entry")
+                                       f"{device!r} to {key!r}, which has no entry; {FIX}")
             cache.bindings[str(platform)] = {str(d): str(k) for d, k in mapping.items()}
         return cache
 

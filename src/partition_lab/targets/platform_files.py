@@ -18,8 +18,17 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..core.platform import (AS_PREPARED, COMPILER_NAME, HOST, HOST_COLOUR, PRECISIONS, Device,
-                             Link, Platform, compiler_name)
+from ..core.platform import (
+    AS_PREPARED,
+    COMPILER_NAME,
+    HOST,
+    HOST_COLOUR,
+    PRECISIONS,
+    Device,
+    Link,
+    Platform,
+    compiler_name,
+)
 from ..errors import PartitionLabError, TargetSpecError
 from .base import TargetSpec
 from .devices import accelerator_platform, host
@@ -204,7 +213,7 @@ def _compiler(f: Fields, name: str, role: str) -> str | None:
         return None
     compiler = f.string("compiler", compiler_name(name))
     if not COMPILER_NAME.match(compiler):
-        derived = "" if f.has("compiler") else f" (made from the device name; set compiler)"
+        derived = "" if f.has("compiler") else " (made from the device name; set compiler)"
         raise TargetSpecError(f"{f.place('compiler')}: {compiler!r}{derived} is not an "
                               "identifier (letters, digits and _, not starting with a digit; "
                               "it becomes relay.ext.<name>)")
