@@ -48,6 +48,11 @@ class ProfileError(PartitionLabError):
     """A hardware profile is missing or malformed."""
 
 
+class CostModelError(PartitionLabError):
+    """A cost model priced an op, copy or region at a time that is not a finite, non-negative
+    number of seconds (the last check before such a price reaches a plan or a total)."""
+
+
 class PlanError(PartitionLabError):
     """A partition plan failed validation (an internal invariant, reported with its evidence)."""
 

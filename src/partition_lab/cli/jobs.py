@@ -309,8 +309,12 @@ def check_cost_profiles(platform: Platform) -> None:
     ``default_profile`` otherwise fails after the whole load)."""
     try:
         get_cost_model(platform)
-    except ProfileError:
+    except ProfileError as error:
         names = ", ".join(d.name for d in platform.accelerators if not d.profile)
+        if not names:  # every device names a profile: one of them is wrong, say which and why
+            raise TargetSpecError(f"target {platform.name!r}: {error}; fix default_profile in the "
+                                  "target file (profile in a platform file), or pass --profile"
+                                  ) from None
         raise TargetSpecError(
             f"target {platform.name!r} names no hardware profile for {names}; pass --profile "
             f"with one of {', '.join(available_profiles())}, or set default_profile in the "

@@ -15,6 +15,7 @@ share tensors for free; a tensor that leaves its domain is copied (different mem
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -26,6 +27,11 @@ HOST = "cpu"  #: the reserved name of the host device (it runs every op)
 HOST_MEMORY = "host"
 HOST_COLOUR = "#d9d9d9"
 AS_PREPARED = "as-prepared"  #: precision policy: compute in the module's own dtypes
+#: The precision policies a device may have: the executors and profilers know these two.
+PRECISIONS = (AS_PREPARED, "float32")
+#: What a BYOC ``Compiler`` name must look like: it becomes the registry key
+#: ``relay.ext.<name>`` and part of C symbols, and is written unquoted into exports.
+COMPILER_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 Role = Literal["byoc", "main", "host"]
 

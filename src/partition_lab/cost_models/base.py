@@ -15,13 +15,15 @@ consumers it has there; graph inputs start on the host and graph outputs end the
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ..core.graph import OpGraph, OpNode
 from ..core.patterns import Unit, composite_node
 from ..core.platform import Platform
+from ..errors import CostModelError
 
 if TYPE_CHECKING:
     from ..core.plan import PartitionPlan
@@ -132,6 +134,25 @@ def require_platform(platform: Any, who: str) -> Platform:
     return platform
 
 
+def check_times(values: Iterable[float], what: str, model: CostModel) -> None:
+    """:class:`CostModelError` unless every value is a finite, non-negative number of seconds.
+
+    The formats a price comes from are validated at load; this is the last line of defence, so
+    that a NaN, infinite or negative price (from a custom cost model, or a figure that slipped
+    through) stops with one message instead of becoming a plan's total or its choice.
+    """
+    for value in values:
+        try:
+            seconds = float(value)  # numpy scalars too
+        except (TypeError, ValueError):
+            seconds = math.nan
+        if not (math.isfinite(seconds) and seconds >= 0):
+            raise CostModelError(
+                f"cost model {getattr(model, 'name', type(model).__name__)} priced {what} at "
+                f"{value!r} s, not a finite non-negative time; check the hardware profile or "
+                "profile cache it reads (or the custom cost model)")
+
+
 def node_times(model: CostModel, graph: OpGraph, platform: Platform, device: str,
                units: Sequence[Unit] = ()) -> list[float]:
     """Every node's time on ``device``; each unit of a pattern the device's target declares is
@@ -196,4 +217,9 @@ def evaluate(plan: PartitionPlan, model: CostModel) -> CostBreakdown:
         )
         for t, src, dst in plan.crossing_tensors()
     )
-    return CostBreakdown(model.name, regions, cuts, node_times_)
+    check_times(node_times_, "an op", model)
+    check_times((r.overhead for r in regions), "a region's overhead", model)
+    check_times((c.time for c in cuts), "a copy", model)
+    breakdown = CostBreakdown(model.name, regions, cuts, node_times_)
+    check_times((breakdown.total,), "the plan (in total)", model)  # a sum can still overflow
+    return breakdown

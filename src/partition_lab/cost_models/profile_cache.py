@@ -32,15 +32,17 @@ Beyond the spec, written where measured (readers use the keys they know): ``over
 keyed by domain, ``"<memory>:<precision>-><memory>:<precision>"``, for crossings between
 precisions (the float32 host of ``tensorcore``): the copy+cast as the executor makes it.
 
-:func:`read_profile_cache` checks what pricing needs (schema, devices, a positive median per
-op); :class:`~partition_lab.profiling.cache.ProfileCache` validates every field, merges and
-saves under a lock through :func:`read_json_file` and :func:`write_profile_cache`.
+One validation for every way a cache comes in: :func:`read_profile_cache` (what pricing reads:
+``--profile-cache``, ``profile_cache=`` of the API, a dict included) checks the data with
+:meth:`~partition_lab.profiling.cache.ProfileCache.from_dict`, the same rules ``partition-lab
+profile`` loads its cache with (every field typed, every number finite and in a sane range),
+which also merges and saves under a lock through :func:`read_json_file` and
+:func:`write_profile_cache`.
 """
 
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -59,6 +61,11 @@ def read_json_file(path: Path, what: str) -> Any:
         return json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise ProfileError(f"{what} {path} is not valid JSON: {err}") from None
+    except RecursionError:  # the decoder recurses once per nested array or object
+        raise ProfileError(f"{what} {path} nests arrays or objects too deeply to read; it is "
+                           "not a file partition-lab wrote: profile again") from None
+    except OSError as err:
+        raise ProfileError(f"{what} {path} cannot be read: {err.strerror or err}") from None
 
 
 def read_profile_cache(source: str | Path | Mapping[str, Any] | Any) -> dict[str, Any]:
@@ -67,32 +74,25 @@ def read_profile_cache(source: str | Path | Mapping[str, Any] | Any) -> dict[str
     Raises
     ------
     ProfileError
-        If the file is missing or not JSON, the schema differs, or an op entry has no positive
-        ``median_s``.
+        If the file is missing or not JSON, or any field is malformed or out of range (the
+        message names the file, the field and the fix).
     """
+    # Imported here: the cache's objects live with the profiler, which builds on this module.
+    from ..profiling.cache import ProfileCache
+
     if isinstance(source, (str, Path)):
         data = read_json_file(Path(source), "profile cache")
         where = str(source)
     elif isinstance(source, Mapping):
-        data, where = source, "profile cache"
+        data, where = source, "(a mapping)"
     elif hasattr(source, "to_dict"):
-        data, where = source.to_dict(), "profile cache"
+        data, where = source.to_dict(), f"({type(source).__name__})"
     elif isinstance(getattr(source, "data", None), Mapping):
-        data, where = source.data, "profile cache"
+        data, where = source.data, f"({type(source).__name__}.data)"
     else:
-        raise ProfileError(f"a profile cache must be a path or a mapping, got {type(source)}")
-    if not isinstance(data, Mapping) or data.get("schema") != SCHEMA:
-        raise ProfileError(f"{where}: 'schema' must be {SCHEMA!r}")
-    devices = data.get("devices")
-    if not isinstance(devices, Mapping):
-        raise ProfileError(f"{where}: 'devices' must be an object")
-    for key, entry in devices.items():
-        for sig, rec in dict(entry.get("ops", {})).items():
-            median = rec.get("median_s") if isinstance(rec, Mapping) else None
-            if isinstance(median, bool) or not isinstance(median, (int, float)) or not (
-                    math.isfinite(median) and median > 0):
-                raise ProfileError(f"{where}: devices[{key!r}].ops[{sig!r}] needs a positive "
-                                   f"'median_s', got {median!r}")
+        raise ProfileError(f"a profile cache must be a path or a mapping, got "
+                           f"{type(source).__name__}")
+    ProfileCache.from_dict(data, where)  # raises ProfileError naming the field and the fix
     return dict(data)
 
 

@@ -48,6 +48,21 @@ _REQUIRED = ("matrix_flops", "vector_flops", "memory_bandwidth", "matrix_efficie
 _OPTIONAL = ("float_bytes",)
 _RATIOS = ("matrix_efficiency", "vector_efficiency", "data_efficiency")
 
+# The sane range of each kind of figure, so that a typo or a hostile file (a bandwidth of 5e-324 is
+# finite and positive) cannot make a roofline price NaN or infinity: a device slower than a
+# megaflop or a megabyte per second, a fixed cost over ten seconds, an efficiency under 0.1%, is
+# a mistake in the file, not hardware.
+_FLOPS = (1e6, 1e18, "FLOP/s")
+_BYTES_PER_S = (1e6, 1e16, "B/s")
+_SECONDS = (0.0, 10.0, "s")
+_RANGES: dict[str, tuple[float, float, str]] = {
+    "matrix_flops": _FLOPS, "vector_flops": _FLOPS, "memory_bandwidth": _BYTES_PER_S,
+    "matrix_efficiency": (1e-3, 1.0, ""), "vector_efficiency": (1e-3, 1.0, ""),
+    "data_efficiency": (1e-3, 1.0, ""), "op_overhead": _SECONDS, "region_overhead": _SECONDS,
+    "float_bytes": (0.125, 8.0, "bytes"), "achieved_matrix_flops": _FLOPS,
+    "bandwidth": _BYTES_PER_S, "latency": _SECONDS,
+}
+
 
 @dataclass(frozen=True)
 class Figure:
@@ -137,11 +152,18 @@ def load_profile(name_or_path: str | Path) -> HardwareProfile:
     >>> load_profile("t4").kind
     'accel'
     """
+    if not isinstance(name_or_path, (str, Path)):
+        raise ProfileError(f"a hardware profile is a name or a path, got "
+                           f"{type(name_or_path).__name__}; available: "
+                           f"{', '.join(available_profiles())}")
     text, where = _read(name_or_path)
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
         raise ProfileError(f"{where}: not valid TOML: {err}") from None
+    except RecursionError:  # the parser recurses once per nested array or inline table
+        raise ProfileError(f"{where}: arrays or tables nest too deeply; a profile is flat "
+                           "tables of figures (see the shipped profiles)") from None
     return _parse(data, where)
 
 
@@ -152,7 +174,10 @@ def _read(name_or_path: str | Path) -> tuple[str, str]:
     if looks_like_path:
         if not path.is_file():
             raise ProfileError(f"profile file {path} does not exist")
-        return path.read_text(encoding="utf-8"), str(path)
+        try:
+            return path.read_text(encoding="utf-8"), str(path)
+        except (OSError, UnicodeDecodeError) as err:
+            raise ProfileError(f"profile file {path} cannot be read as UTF-8 text: {err}") from None
     name = str(name_or_path)
     if name not in available_profiles():
         raise ProfileError(f"no hardware profile named {name!r}; available: "
@@ -178,13 +203,17 @@ def _parse(data: Mapping[str, Any], where: str) -> HardwareProfile:
     for key in _REQUIRED:
         if key not in raw:
             raise ProfileError(f"{where}: missing figure 'figures.{key}'")
-        figures[key] = _figure(raw[key], f"{where}: figures.{key}", ratio=key in _RATIOS,
+        figures[key] = _figure(raw[key], f"{where}: figures.{key}", key, ratio=key in _RATIOS,
                                may_be_zero=key.endswith("overhead"))
     for key in _OPTIONAL:
         if key in raw:
-            figures[key] = _figure(raw[key], f"{where}: figures.{key}")
-    achieved = {dtype: _figure(value, f"{where}: achieved_matrix_flops.{dtype}")
-                for dtype, value in dict(data.get("achieved_matrix_flops", {})).items()}
+            figures[key] = _figure(raw[key], f"{where}: figures.{key}", key)
+    achieved = data.get("achieved_matrix_flops", {})
+    if not isinstance(achieved, Mapping):
+        raise ProfileError(f"{where}: [achieved_matrix_flops] must be a table dtype -> figure")
+    achieved = {str(dtype): _figure(value, f"{where}: achieved_matrix_flops.{dtype}",
+                                    "achieved_matrix_flops")
+                for dtype, value in achieved.items()}
     link = _link(data.get("host_link"), where) if kind == "accel" else None
     if kind == "accel" and link is None:
         raise ProfileError(f"{where}: an accelerator profile needs a [host_link] table")
@@ -197,13 +226,15 @@ def _link(raw: Any, where: str) -> LinkProfile | None:
         return None
     if not isinstance(raw, Mapping):
         raise ProfileError(f"{where}: [host_link] must be a table")
-    figures = {key: _figure(raw.get(key), f"{where}: host_link.{key}", may_be_zero=key == "latency")
+    figures = {key: _figure(raw.get(key), f"{where}: host_link.{key}", key,
+                            may_be_zero=key == "latency")
                for key in ("bandwidth", "latency")}
     return LinkProfile(_string(raw, "name", f"{where}: host_link"), figures["bandwidth"].value,
                        figures["latency"].value, figures)
 
 
-def _figure(raw: Any, where: str, *, ratio: bool = False, may_be_zero: bool = False) -> Figure:
+def _figure(raw: Any, where: str, key: str, *, ratio: bool = False,
+            may_be_zero: bool = False) -> Figure:
     if not isinstance(raw, Mapping) or "value" not in raw:
         raise ProfileError(f"{where}: expected {{ value = <number>, unit = ..., source = ... }}")
     value = raw["value"]
@@ -214,6 +245,11 @@ def _figure(raw: Any, where: str, *, ratio: bool = False, may_be_zero: bool = Fa
                            f"got {value}")
     if ratio and value > 1:
         raise ProfileError(f"{where}: an efficiency is a fraction in (0, 1], got {value}")
+    low, high, unit = _RANGES[key]
+    if not (low <= value <= high or (may_be_zero and value == 0)):
+        raise ProfileError(f"{where}: value {value:g} is outside the sane range [{low:g}, "
+                           f"{high:g}]{' ' + unit if unit else ''}; fix the figure (a wrong "
+                           "exponent or unit?)")
     source = raw.get("source")
     if not isinstance(source, str) or not source.strip():
         raise ProfileError(f"{where}: every figure needs a 'source' saying where it comes from")

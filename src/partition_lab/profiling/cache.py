@@ -16,12 +16,11 @@ from __future__ import annotations
 
 import contextlib
 import datetime
-import math
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from ..core.ops import OP_CLASSES
 from ..cost_models.profile_cache import SCHEMA, read_json_file, write_profile_cache
@@ -30,6 +29,15 @@ from ..errors import ProfileError
 RUNNERS = ("torch", "tvm-llvm", "tvm-rpc")
 KINDS = ("cuda", "cpu")
 OVERHEAD_KEYS = ("region_s", "per_op_s", "island_wakeup_s")
+
+# Sane bounds of what a profiler can measure. They keep a hand-edited or corrupt cache from
+# pricing a plan at NaN, infinity or below zero: no timer resolves under a picosecond, no op of a
+# profiled model runs for hours, and 1e18 FLOPs or bytes is beyond any single op.
+MIN_SECONDS = 1e-12
+MAX_SECONDS = 1e4
+MAX_AMOUNT = 1e18
+#: What every field message ends with: how to make the cache right again.
+FIX = "correct that field, or delete the entry and measure again with 'partition-lab profile'"
 
 
 def now_iso() -> str:
@@ -72,23 +80,21 @@ class OpStats:
     @classmethod
     def from_dict(cls, data: Any, where: str) -> OpStats:
         if not isinstance(data, Mapping):
-            raise ProfileError(f"{where} must be an object")
+            raise ProfileError(f"{where} must be an object; {FIX}")
         times = {k: _positive(data, k, where) for k in ("median_s", "p10_s", "p90_s")}
         if not times["p10_s"] <= times["median_s"] <= times["p90_s"]:
             raise ProfileError(f"{where}: needs p10_s <= median_s <= p90_s, got "
-                               f"{times['p10_s']}, {times['median_s']}, {times['p90_s']}")
-        runs = data.get("runs")
-        if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
-            raise ProfileError(f"{where}.runs must be a positive integer, got {runs!r}")
+                               f"{times['p10_s']}, {times['median_s']}, {times['p90_s']}; {FIX}")
+        runs = _count(data, "runs", where)
         op_class = data.get("class")
-        if op_class not in OP_CLASSES:
-            raise ProfileError(f"{where}.class must be one of {OP_CLASSES}, got {op_class!r}")
+        if not isinstance(op_class, str) or op_class not in OP_CLASSES:
+            _bad(where, "class", f"one of {OP_CLASSES}", op_class)
         models = data.get("models", [])
         if not isinstance(models, list) or not all(isinstance(m, str) for m in models):
-            raise ProfileError(f"{where}.models must be a list of model names")
+            _bad(where, "models", "a list of model names", models)
         measured_at = data.get("measured_at", "")
         if not isinstance(measured_at, str) or (measured_at and _parse_time(measured_at) is None):
-            raise ProfileError(f"{where}.measured_at must be an ISO date, got {measured_at!r}")
+            _bad(where, "measured_at", "an ISO date", measured_at)
         return cls(times["median_s"], times["p10_s"], times["p90_s"], runs,
                    _text(data, "op", where), op_class, _number(data, "flops", where),
                    _number(data, "bytes", where), _text(data, "dtype", where),
@@ -134,45 +140,28 @@ class DeviceEntry:
     @classmethod
     def from_dict(cls, key: str, data: Any, where: str) -> DeviceEntry:
         if not isinstance(data, Mapping):
-            raise ProfileError(f"{where} must be an object")
+            raise ProfileError(f"{where} must be an object; {FIX}")
         runner = data.get("runner")
-        if runner not in RUNNERS:
-            raise ProfileError(f"{where}.runner must be one of {RUNNERS}, got {runner!r}")
+        if not isinstance(runner, str) or runner not in RUNNERS:
+            _bad(where, "runner", f"one of {RUNNERS}", runner)
         kind = data.get("kind")
-        if kind not in KINDS:
-            raise ProfileError(f"{where}.kind must be one of {KINDS}, got {kind!r}")
-        software = data.get("software", {})
-        if not isinstance(software, Mapping):
-            raise ProfileError(f"{where}.software must be an object of version strings")
-        ops = data.get("ops", {})
-        if not isinstance(ops, Mapping):
-            raise ProfileError(f"{where}.ops must be an object keyed by op signature")
-        copies = data.get("copies", {})
-        if not isinstance(copies, Mapping):
-            raise ProfileError(f"{where}.copies must be an object keyed by 'src->dst'")
-        overheads = data.get("overheads", {})
-        if not isinstance(overheads, Mapping):
-            raise ProfileError(f"{where}.overheads must be an object of seconds")
-        entry = cls(key, str(runner), str(kind), _text(data, "name", where),
+        if not isinstance(kind, str) or kind not in KINDS:
+            _bad(where, "kind", f"one of {KINDS}", kind)
+        software = _object(data, "software", where, "an object of version strings")
+        entry = cls(key, runner, kind, _text(data, "name", where),
                     {str(k): str(v) for k, v in software.items()})
+        ops = _object(data, "ops", where, "an object keyed by op signature")
         for sig, raw in ops.items():
             entry.ops[sig] = OpStats.from_dict(raw, f"{where}.ops[{sig!r}]")
+        copies = _object(data, "copies", where, "an object keyed by 'src->dst'")
         for link, curve in copies.items():
             entry.copies[link] = _curve(curve, f"{where}.copies[{link!r}]")
-        for name, value in overheads.items():
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
-                    math.isfinite(value) and value >= 0):
-                raise ProfileError(f"{where}.overheads.{name} must be a non-negative number of "
-                                   f"seconds, got {value!r}")
-            entry.overheads[name] = float(value)
-        graphs = data.get("graphs", {})
-        if not isinstance(graphs, Mapping):
-            raise ProfileError(f"{where}.graphs must be an object keyed by model")
+        overheads = _object(data, "overheads", where, "an object of seconds")
+        for name in overheads:
+            entry.overheads[name] = _seconds(overheads, name, f"{where}.overheads", zero=True)
+        graphs = _object(data, "graphs", where, "an object keyed by model")
         for model, run in graphs.items():
-            if not isinstance(run, Mapping):
-                raise ProfileError(f"{where}.graphs[{model!r}] must be an object")
-            _positive(run, "total_s", f"{where}.graphs[{model!r}]")
-            entry.graphs[str(model)] = dict(run)
+            entry.graphs[model] = _graph_run(run, f"{where}.graphs[{model!r}]")
         return entry
 
     def merge(self, new: DeviceEntry) -> None:
@@ -226,21 +215,24 @@ class ProfileCache:
                                f"got {found!r}")
         devices = data.get("devices", {})
         if not isinstance(devices, Mapping):
-            raise ProfileError(f"profile cache {where}: 'devices' must be an object")
+            raise ProfileError(f"profile cache {where}: 'devices' must be an object; {FIX}")
+        _string_keys(devices, f"profile cache {where}: devices")
         cache = cls({key: DeviceEntry.from_dict(key, raw, f"profile cache {where}: "
                                                 f"devices[{key!r}]")
                      for key, raw in devices.items()})
         bindings = data.get("bindings", {})
         if not isinstance(bindings, Mapping):
-            raise ProfileError(f"profile cache {where}: 'bindings' must be an object")
+            raise ProfileError(f"profile cache {where}: 'bindings' must be an object; {FIX}")
+        _string_keys(bindings, f"profile cache {where}: bindings")
         for platform, mapping in bindings.items():
-            if not isinstance(mapping, Mapping):
+            if not isinstance(mapping, Mapping) or not all(
+                    isinstance(d, str) and isinstance(k, str) for d, k in mapping.items()):
                 raise ProfileError(f"profile cache {where}: bindings[{platform!r}] must map "
-                                   "platform devices to device keys")
+                                   f"platform devices to device keys (strings); {FIX}")
             for device, key in mapping.items():
                 if key not in cache.devices:
                     raise ProfileError(f"profile cache {where}: bindings[{platform!r}] binds "
-                                       f"{device!r} to {key!r}, which has no entry")
+                                       f"{device!r} to {key!r}, which has no entry; {FIX}")
             cache.bindings[str(platform)] = {str(d): str(k) for d, k in mapping.items()}
         return cache
 
@@ -359,46 +351,110 @@ def _parse_time(text: str) -> datetime.datetime | None:
     return moment if moment.tzinfo else moment.replace(tzinfo=datetime.UTC)
 
 
+def _bad(where: str, key: str, expected: str, value: Any) -> NoReturn:
+    """Raise the one message of a malformed field: where, what it must be, what it is."""
+    shown = repr(value)
+    shown = shown if len(shown) <= 80 else shown[:77] + "..."  # one line, however big the value
+    raise ProfileError(f"{where}.{key} must be {expected}, got {shown}; {FIX}")
+
+
+def _string_keys(data: Mapping[Any, Any], where: str) -> None:
+    """JSON keys are strings; a mapping from Python with other keys is refused here."""
+    for key in data:
+        if not isinstance(key, str):
+            raise ProfileError(f"{where}: keys must be strings, got {key!r}; {FIX}")
+
+
+def _object(data: Mapping[str, Any], key: str, where: str, expected: str) -> Mapping[str, Any]:
+    """An optional object field (empty if absent) whose keys are strings."""
+    value = data.get(key, {})
+    if not isinstance(value, Mapping):
+        _bad(where, key, expected, value)
+    _string_keys(value, f"{where}.{key}")
+    return value
+
+
+def _graph_run(run: Any, where: str) -> dict[str, Any]:
+    """One whole-graph run: every field pricing reads is checked (``total_s``, ``outside_s``,
+    the sizes of the copies, where it ran), the rest kept as written."""
+    if not isinstance(run, Mapping):
+        raise ProfileError(f"{where} must be an object; {FIX}")
+    _string_keys(run, where)
+    _positive(run, "total_s", where)
+    if "outside_s" in run:
+        _seconds(run, "outside_s", where, zero=True)
+    for key in ("inputs_bytes", "outputs_bytes"):
+        sizes = run.get(key, [])
+        if not isinstance(sizes, list) or not all(_in_range(n, 0, MAX_AMOUNT) for n in sizes):
+            _bad(where, key, f"a list of byte counts in [0, {MAX_AMOUNT:g}]", sizes)
+    for key in ("model", "platform", "device", "measured_at"):
+        if key in run:
+            _text(run, key, where)
+    for key in ("runs", "ops"):
+        if key in run:
+            _count(run, key, where, least=0 if key == "ops" else 1)
+    return dict(run)
+
+
 def _seconds_by_model(data: Any, where: str) -> dict[str, float]:
     """``{model: seconds}``, each a positive finite number."""
     if not isinstance(data, Mapping):
-        raise ProfileError(f"{where} must be an object of seconds keyed by model")
-    return {str(m): _positive(data, m, where) for m in data}
+        raise ProfileError(f"{where} must be an object of seconds keyed by model; {FIX}")
+    _string_keys(data, where)
+    return {m: _positive(data, m, where) for m in data}
+
+
+def _in_range(value: Any, low: float, high: float) -> bool:
+    """A real number (not a bool, not NaN) within [low, high]."""
+    return (not isinstance(value, bool) and isinstance(value, (int, float))
+            and low <= value <= high)
 
 
 def _positive(data: Mapping[str, Any], key: str, where: str) -> float:
+    """A measured time: finite, at least a picosecond, at most :data:`MAX_SECONDS`."""
+    return _seconds(data, key, where, zero=False)
+
+
+def _seconds(data: Mapping[str, Any], key: str, where: str, *, zero: bool) -> float:
     value = data.get(key)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
-            math.isfinite(value) and value > 0):
-        raise ProfileError(f"{where}.{key} must be a positive number of seconds, got {value!r}")
+    low = 0.0 if zero else MIN_SECONDS
+    if not _in_range(value, low, MAX_SECONDS) or (not zero and value <= 0):
+        what = "a non-negative" if zero else "a positive"
+        _bad(where, key, f"{what} number of seconds in [{low:g}, {MAX_SECONDS:g}]", value)
     return float(value)
 
 
 def _number(data: Mapping[str, Any], key: str, where: str) -> float:
     value = data.get(key)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
-            math.isfinite(value) and value >= 0):
-        raise ProfileError(f"{where}.{key} must be a non-negative number, got {value!r}")
+    if not _in_range(value, 0, MAX_AMOUNT):
+        _bad(where, key, f"a non-negative number in [0, {MAX_AMOUNT:g}]", value)
     return float(value)
+
+
+def _count(data: Mapping[str, Any], key: str, where: str, *, least: int = 1) -> int:
+    value = data.get(key)
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        _bad(where, key, "a positive integer" if least == 1 else "a non-negative integer", value)
+    return value
 
 
 def _text(data: Mapping[str, Any], key: str, where: str) -> str:
     value = data.get(key)
     if not isinstance(value, str):
-        raise ProfileError(f"{where}.{key} must be a string, got {value!r}")
+        _bad(where, key, "a string", value)
     return value
 
 
 def _curve(points: Any, where: str) -> list[tuple[float, float]]:
     if not isinstance(points, list) or not points:
-        raise ProfileError(f"{where} must be a non-empty list of [nbytes, seconds] pairs")
+        raise ProfileError(f"{where} must be a non-empty list of [nbytes, seconds] pairs; {FIX}")
     curve = []
     for point in points:
         if (not isinstance(point, (list, tuple)) or len(point) != 2
-                or any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in point)
-                or not (math.isfinite(point[0]) and point[0] > 0)
-                or not (math.isfinite(point[1]) and point[1] > 0)):
-            raise ProfileError(f"{where}: every point must be [nbytes > 0, seconds > 0], "
-                               f"got {point!r}")
+                or not _in_range(point[0], 0, MAX_AMOUNT) or point[0] <= 0
+                or not _in_range(point[1], MIN_SECONDS, MAX_SECONDS)):
+            raise ProfileError(f"{where}: every point must be [nbytes, seconds] with 0 < nbytes "
+                               f"<= {MAX_AMOUNT:g} and {MIN_SECONDS:g} <= seconds <= "
+                               f"{MAX_SECONDS:g}, got {point!r}; {FIX}")
         curve.append((float(point[0]), float(point[1])))
     return sorted(curve)

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from ..core.graph import OpGraph
 from ..core.patterns import Unit
 from ..core.platform import Platform
-from ..cost_models.base import CostModel, node_times
+from ..cost_models.base import CostModel, check_times, node_times
 
 #: The uncertainty interface of a cost model (see :mod:`partition_lab.strategies.robust`).
 UNCERTAINTY_METHODS = ("op_sigma", "transfer_sigma", "overhead_sigma", "device_sigma")
@@ -87,6 +87,20 @@ class CostTables:
             self.neighbours[u].append(v)
             self.neighbours[v].append(u)
         self._uncertainty(model, graph, names, reps, pairs)
+        self._check(model)
+
+    def _check(self, model: CostModel) -> None:
+        """Every price finite and non-negative before a search compares plans by them (an
+        infinite price would tie with the ``inf`` that marks an unsupported device)."""
+        for row in self.time:
+            check_times(row, "an op", model)
+        check_times(self.overhead, "a region's overhead", model)
+        for row in self.cross:
+            check_times(row, "a copy", model)
+        for row in self.sigma:
+            check_times(row, "an op's uncertainty", model)
+        check_times([*self.overhead_sigma, self.cross_sigma, *self.drift_sigma],
+                    "an uncertainty", model)
 
     def _uncertainty(self, model: CostModel, graph: OpGraph, names: list[str], reps: list[str],
                      pairs: list[tuple[int, int]]) -> None:

@@ -39,7 +39,6 @@ With ``outline_cpu`` (the form the region executor runs) the inline regions beco
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -51,7 +50,7 @@ from tvm import relay
 from ...core.graph import TensorType
 from ...core.patterns import Unit
 from ...core.plan import PartitionPlan, Region
-from ...core.platform import Device, Platform, compiler_name
+from ...core.platform import COMPILER_NAME, Device, Platform, compiler_name
 from ...errors import PartitionLabError
 from ..relay_graph import RelayGraph, array_items
 
@@ -60,8 +59,9 @@ Env = dict[tuple[int, int], relay.Expr]
 __all__ = ["OutlinedFunction", "annotates_host", "compiler_name", "host_virtual_device",
            "main_tvm_device", "outline", "outline_regions", "with_compiler"]
 
-# A Compiler name becomes the registry key relay.ext.<name> and part of C symbols.
-_COMPILER_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# A Compiler name becomes the registry key relay.ext.<name> and part of C symbols; platform files
+# check theirs with the same rule.
+_COMPILER_NAME = COMPILER_NAME
 
 
 @dataclass(frozen=True)
