@@ -326,3 +326,49 @@ def test_a_failed_load_in_one_thread_drops_only_its_own_report(capfd):
         os.write(2, b"a second report\n")
         block.discard()
     assert capfd.readouterr().err.splitlines() == ["a report line", "other thread"]
+
+
+# ---------------------------------------------------------------------------- big graphs
+def _relu_chain(path: Path, n: int) -> Path:
+    lines = ['#[version = "0.0.5"]', "def @main(%x: Tensor[(1, 4), float32]) {"]
+    lines += [f"  %{i} = nn.relu({'%x' if i == 0 else f'%{i - 1}'});" for i in range(n)]
+    path.write_text("\n".join([*lines, f"  %{n - 1}", "}", ""]))
+    return path
+
+
+def test_an_expanded_drawing_over_the_node_budget_is_refused_before_dot(tmp_path, capsys,
+                                                                        monkeypatch):
+    """One region of 2,001 ops: the region budget let it through, and ``dot`` ran out of
+    memory on such drawings. Now refused before any graphviz program runs."""
+    from partition_lab.render import graphviz as render_graphviz
+
+    def no_graphviz(*args, **kwargs):
+        raise AssertionError("graphviz ran")
+
+    monkeypatch.setattr(render_graphviz, "_run_graphviz", no_graphviz)
+    model = _relu_chain(tmp_path / "chain.relay", render_graphviz.MAX_NODES + 1)
+    before = snapshot(tmp_path)
+    code = main(["viz", str(model), "--expand", "-o", str(tmp_path / "chain.svg")])
+    err = capsys.readouterr().err.splitlines()
+    assert code == 2 and err == [
+        f"partition-lab: error: cannot draw {tmp_path / 'chain.svg'}: the drawing has 2001 ops "
+        "(one node each when expanded) and graphviz needs minutes to hours or runs out of "
+        "memory laying out more than 2000; draw it collapsed (without --expand), write the "
+        f"DOT text instead (-o {tmp_path / 'chain.dot'}) or choose a strategy that makes "
+        "fewer regions"]
+    assert snapshot(tmp_path) == before
+
+
+def test_the_render_budget_counts_drawn_nodes():
+    """Collapsed, a long chain in one region is one node; expanded, one node per op."""
+    from partition_lab import Verdict, synthetic
+    from partition_lab.render.graphviz import MAX_NODES, RenderBudgetError, check_render_budget
+
+    n = MAX_NODES + 1
+    graph = synthetic.chain(["nn.relu"] * n)
+    plan = synthetic.plan_on(graph, synthetic.one_accelerator([Verdict(True, "")] * n),
+                             "greedy", range(n))
+    check_render_budget(plan, "chain.svg")  # collapsed by default at this size
+    check_render_budget(plan, "chain.svg", collapse=True)
+    with pytest.raises(RenderBudgetError, match="2001 ops"):
+        check_render_budget(plan, "chain.svg", collapse=False)
