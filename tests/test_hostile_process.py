@@ -372,3 +372,21 @@ def test_the_render_budget_counts_drawn_nodes():
     check_render_budget(plan, "chain.svg", collapse=True)
     with pytest.raises(RenderBudgetError, match="2001 ops"):
         check_render_budget(plan, "chain.svg", collapse=False)
+
+
+# ---------------------------------------------------------------------------- environment
+@pytest.mark.parametrize("value", ["", "  "], ids=["empty", "blank"])
+def test_an_empty_cache_variable_means_unset_everywhere(monkeypatch, tmp_path, value):
+    """``PARTITION_LAB_CACHE=""`` used to mean the home cache for zoo builds and the current
+    folder for profiles."""
+    from partition_lab import zoo
+    from partition_lab.profiling.cache import default_cache_path
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("PARTITION_LAB_CACHE", value)
+    home_cache = tmp_path / ".cache" / "partition_lab"
+    assert default_cache_path() == home_cache / "profile_cache.json"
+    assert zoo.cache_dir().parent == home_cache / "zoo"
+    monkeypatch.setenv("PARTITION_LAB_CACHE", "~/elsewhere")
+    assert default_cache_path() == tmp_path / "elsewhere" / "profile_cache.json"
+    assert zoo.cache_dir().parent == tmp_path / "elsewhere"

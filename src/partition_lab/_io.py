@@ -126,6 +126,17 @@ def write_json_atomic(path: str | os.PathLike[str], data: Any, indent: int = 1) 
     return write_atomic(path, (json.dumps(data, indent=indent) + "\n").encode("utf-8"))
 
 
+CACHE_ENV = "PARTITION_LAB_CACHE"
+"""The environment variable naming the cache folder (zoo builds, the profile cache)."""
+
+
+def cache_root(default: Path) -> Path:
+    """``$PARTITION_LAB_CACHE`` (``~`` expanded), or ``default`` when it is unset, empty or
+    blank: ``PARTITION_LAB_CACHE=""`` is a way to unset it, never "the current folder"."""
+    value = os.environ.get(CACHE_ENV, "").strip()
+    return Path(value).expanduser() if value else default
+
+
 def cpu_name() -> str:
     """The host CPU's model name (``/proc/cpuinfo``, else what ``platform`` says)."""
     try:

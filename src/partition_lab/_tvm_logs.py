@@ -108,7 +108,7 @@ def _enter_capture(drop_tvm_logs: bool) -> CaptureBlock:
             saved = os.dup(2)
             python_stderr = sys.stderr
             direct = _on_descriptor_2(python_stderr)
-            captured = tempfile.TemporaryFile()
+            captured = tempfile.TemporaryFile()  # noqa: SIM115 (closed by the last block out)
             real = python_stderr
             if direct:  # Python's writes go to the real stderr, not into the capture
                 real = sys.stderr = os.fdopen(os.dup(saved), "w", buffering=1,
