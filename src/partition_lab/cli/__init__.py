@@ -1,12 +1,13 @@
 """The ``partition-lab`` command line: viz, partition, compare, profile, targets, zoo.
 
 Every command exits 0 on success and 2 on any error, which it reports as one line
-``partition-lab: error: <message>`` on stderr (``--debug`` adds the traceback), and 130 on
-Ctrl-C (143 on SIGTERM); ``viz`` and ``partition`` exit 3 when ``--fail-on-fallback`` / ``--max-host-ops`` find
-more ops on the host than allowed. TVM's C++ log lines are dropped unless ``--debug``. Outputs
-are checked before the model loads (writable, not one of the inputs) and written as one unit: a
-failed or interrupted command leaves the old files as they were. Progress goes to stderr, only when stderr
-is a terminal or with ``--progress``. ``main(argv)`` returns the exit status instead of exiting,
+``partition-lab: error: <message>`` on stderr (``--debug`` adds the traceback), 130 on Ctrl-C
+and 143 on SIGTERM; ``viz`` and ``partition`` exit 3 when ``--fail-on-fallback`` /
+``--max-host-ops`` find more ops on the host than allowed. TVM's C++ log lines are dropped unless
+``--debug``. Outputs are checked before the model loads (writable, not one of the inputs) and
+written as one unit: a failed command, or one interrupted before the renames, leaves the old
+files as they were. Progress goes to stderr, only when stderr is a terminal or with
+``--progress``. ``main(argv)`` returns the exit status instead of exiting,
 so tests and other programs can call it.
 """
 
