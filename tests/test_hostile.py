@@ -846,13 +846,18 @@ STALLED_IMPORT = """\
 import sys, time
 
 class Stall:
-    # Holds the import of {module!r} until SIGINT comes, as a slow import would.
+    # Holds the import of {module!r} until SIGINT comes, as a slow import would. Short sleeps
+    # in a loop, not one long one: a signal that arrives after the mark but before the sleep
+    # has begun runs its handler only when the sleep returns (Python checks for signals
+    # between bytecodes, and a C call's sleep starts without a check), so one time.sleep(60)
+    # held the interrupt back for a minute now and then.
     def find_spec(self, name, path=None, target=None):
         if name == {module!r}:
             sys.meta_path.remove(self)
             open({mark!r}, "w").close()
             try:
-                time.sleep(60)
+                for _ in range(6000):
+                    time.sleep(0.01)
             except KeyboardInterrupt:
                 if not {swallow!r}:
                     raise

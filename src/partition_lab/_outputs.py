@@ -7,8 +7,14 @@ Two promises to a user who runs ``partition-lab partition net.relay -o plan.json
   directory, a directory in the way) is reported before the model loads, not after the run;
 * the files of one command are written as a unit: each is first written in full under a
   temporary name beside its final name, then all are renamed into place with Ctrl-C held
-  back; if a rename fails, the files already replaced get their old contents back. A failure
-  therefore leaves either every old file or every new one, and no temporary file.
+  back (and SIGTERM); if a rename fails, the files already replaced get their old contents
+  back. A failure therefore leaves either every old file or every new one, and no temporary
+  file. An interrupt that arrives once the renames have begun is reported after them, with the
+  outputs they replaced (:func:`partition_lab._signals.committed`).
+
+Temporary names carry the writer's pid; a run killed by SIGKILL leaves them, and the next write
+of the same output removes those whose process is gone (:func:`partition_lab._io.stage`). A full
+disk is one :class:`~partition_lab.errors.OutputSpaceError` naming the output.
 """
 
 from __future__ import annotations
@@ -16,12 +22,11 @@ from __future__ import annotations
 import glob
 import os
 import secrets
-import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from . import _signals
-from ._io import _umask
+from ._io import stage
 from .errors import PartitionLabError
 
 
@@ -60,9 +65,10 @@ def write_together(files: Mapping[Path, bytes]) -> None:
     staged: dict[Path, Path] = {}
     try:
         for path, data in files.items():
-            staged[path] = _stage(path, data)
+            staged[path] = stage(path, data)
         with _signals.deferred():
             _commit(staged)
+            _signals.record_committed([str(path) for path in staged])
     finally:
         for temporary in staged.values():
             temporary.unlink(missing_ok=True)
@@ -111,19 +117,6 @@ def _backup(path: Path) -> Path | None:
     backup = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.old")
     os.link(path, backup)
     return backup
-
-
-def _stage(path: Path, data: bytes) -> Path:
-    """``data`` written in full under a temporary name in ``path``'s directory."""
-    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.fchmod(fd, 0o666 & ~_umask())
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-    except BaseException:
-        Path(name).unlink(missing_ok=True)
-        raise
-    return Path(name)
 
 
 def _check_writable(path: Path) -> None:

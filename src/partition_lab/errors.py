@@ -59,3 +59,9 @@ class PlanError(PartitionLabError):
 
 class UnknownModelError(PartitionLabError):
     """No zoo model of that name; the message lists the known ones."""
+
+
+class OutputSpaceError(PartitionLabError, OSError):
+    """An output could not be written for lack of space or quota (the old file is unchanged);
+    the message names the output and its directory. Also an OSError, so code that treats a
+    failed write as an OSError still does."""

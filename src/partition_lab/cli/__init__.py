@@ -1,12 +1,13 @@
 """The ``partition-lab`` command line: viz, partition, compare, profile, targets, zoo.
 
 Every command exits 0 on success and 2 on any error, which it reports as one line
-``partition-lab: error: <message>`` on stderr (``--debug`` adds the traceback), and 130 on
-Ctrl-C; ``viz`` and ``partition`` exit 3 when ``--fail-on-fallback`` / ``--max-host-ops`` find
-more ops on the host than allowed. TVM's C++ log lines are dropped unless ``--debug``. Outputs
-are checked before the model loads (writable, not one of the inputs) and written as one unit: a
-failed or interrupted command leaves the old files as they were. Progress goes to stderr, only when stderr
-is a terminal or with ``--progress``. ``main(argv)`` returns the exit status instead of exiting,
+``partition-lab: error: <message>`` on stderr (``--debug`` adds the traceback), 130 on Ctrl-C
+and 143 on SIGTERM; ``viz`` and ``partition`` exit 3 when ``--fail-on-fallback`` /
+``--max-host-ops`` find more ops on the host than allowed. TVM's C++ log lines are dropped unless
+``--debug``. Outputs are checked before the model loads (writable, not one of the inputs) and
+written as one unit: a failed command, or one interrupted before the renames, leaves the old
+files as they were. Progress goes to stderr, only when stderr is a terminal or with
+``--progress``. ``main(argv)`` returns the exit status instead of exiting,
 so tests and other programs can call it.
 """
 
@@ -59,18 +60,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except KeyboardInterrupt:
-        print(f"{PROG}: interrupted", file=sys.stderr)
-        return 130
+        return _report_interrupt()
     except Exception as exc:  # every error becomes one line; the traceback only with --debug
         if _signals.interrupted():  # a library turned the interrupt into an error of its own
-            print(f"{PROG}: interrupted", file=sys.stderr)
-            return 130
+            return _report_interrupt()
         if debug:
             traceback.print_exc()
         print(f"{PROG}: error: {one_line(exc)}", file=sys.stderr)
         return 2
     finally:
         _signals.restore(previous)
+
+
+def _report_interrupt() -> int:
+    """Say that the command was stopped, and which outputs it had already replaced (an
+    interrupt after the renames cannot bring the old files back); return 130, or 143 for
+    SIGTERM."""
+    how = "terminated" if _signals.terminated() else "interrupted"
+    written = _signals.committed()
+    if written:
+        how += f" after {' and '.join(written)} had been replaced by this run's results"
+    print(f"{PROG}: {how}", file=sys.stderr)
+    return 143 if _signals.terminated() else 130
 
 
 def one_line(exc: BaseException) -> str:

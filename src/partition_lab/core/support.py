@@ -112,6 +112,8 @@ class Support:
         self.size = n or 0
         self._allowed = [tuple(d for d in range(len(table)) if table[d][v].supported)
                          for v in range(self.size)]
+        # Computed once: plan validation asks per region, which was quadratic on long chains.
+        self._anchored = tuple(any(v.anchor for v in row) for row in table)
         host = platform.host_index
         for v, allowed in enumerate(self._allowed):
             if host not in allowed:
@@ -157,4 +159,4 @@ class Support:
 
     def anchored(self, device: int) -> bool:
         """Whether regions on ``device`` must hold an anchor op."""
-        return any(v.anchor for v in self.table[device])
+        return self._anchored[device]

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import contextlib
 import datetime
-import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
+from .._io import cache_root
 from ..core.ops import OP_CLASSES
 from ..cost_models.profile_cache import SCHEMA, read_json_file, write_profile_cache
 from ..errors import ProfileError
@@ -47,7 +47,7 @@ def now_iso() -> str:
 
 def default_cache_path() -> Path:
     """``$PARTITION_LAB_CACHE/profile_cache.json`` (default ``~/.cache/partition_lab``)."""
-    root = Path(os.environ.get("PARTITION_LAB_CACHE", Path.home() / ".cache" / "partition_lab"))
+    root = cache_root(Path.home() / ".cache" / "partition_lab")  # "" means unset, as for the zoo
     return root / "profile_cache.json"
 
 

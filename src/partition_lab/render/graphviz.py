@@ -15,7 +15,7 @@ from .._outputs import write_together
 from ..core.plan import PartitionPlan
 from ..cost_models.base import CostBreakdown
 from ..errors import PartitionLabError
-from .dot import draw
+from .dot import COLLAPSE_ABOVE, draw
 
 FORMATS = {".svg": "svg", ".png": "png", ".pdf": "pdf", ".dot": "dot", ".gv": "dot"}
 """Output suffix -> graphviz format (``dot`` means the DOT source itself)."""
@@ -27,6 +27,14 @@ MAX_CLUSTERS = 60
 alternates, 43 clusters take 0.2 s, 67 take 1.6 s, 90 take 9 s, 110 take 31 s and 1,400 (a
 5,000-op graph) do not finish in hours (bench/bench_render_budget.py). Past this budget a
 drawing is refused before ``dot`` starts; its DOT text (``.dot``) can still be written."""
+
+MAX_NODES = 2000
+"""The most nodes (ops when expanded, regions when collapsed) a rendered drawing may have.
+
+Counting regions alone let ``viz --expand`` of a 20,000-op chain through (a few regions, but
+every op a node): ``dot`` ran out of memory after 48 s. Even a plain chain of ops in one
+cluster grows about as the cube of its length: 1,000 ops take 0.7 s, 2,000 take 4 s, 4,000
+take 39 s."""
 
 TIMEOUT_S = 120.0
 """Seconds any graphviz program may run before it is stopped (a backstop to the budget)."""
@@ -58,24 +66,37 @@ def write(
     path = _checked_output(path)
     fmt = FORMATS[path.suffix.lower()]
     if fmt != "dot":
-        check_render_budget(plan, path)
+        check_render_budget(plan, path, collapse=collapse)
     source = draw(plan, cost, collapse=collapse, title=title).source
     data = source.encode("utf-8") if fmt == "dot" else render_source(source, fmt)
     write_together({path: data})
     return path
 
 
-def check_render_budget(plan: PartitionPlan, path: str | os.PathLike[str]) -> None:
-    """:class:`RenderBudgetError` if ``plan`` has more than :data:`MAX_CLUSTERS` accelerator
-    regions, before any graphviz program runs; the message says what to do instead."""
+def check_render_budget(plan: PartitionPlan, path: str | os.PathLike[str],
+                        collapse: bool | None = None) -> None:
+    """:class:`RenderBudgetError` if the drawing of ``plan`` would have more than
+    :data:`MAX_CLUSTERS` accelerator regions or :data:`MAX_NODES` nodes, before any graphviz
+    program runs; the message says what to do instead. ``collapse`` as for :func:`draw`."""
     clusters = sum(1 for region in plan.regions if region.is_accelerator)
+    dot_path = Path(path).with_suffix(".dot")
+    if collapse is None:
+        collapse = len(plan.graph) > COLLAPSE_ABOVE
+    nodes = len(plan.regions) if collapse else len(plan.graph)
     if clusters > MAX_CLUSTERS:
-        dot_path = Path(path).with_suffix(".dot")
         raise RenderBudgetError(
             f"cannot draw {path}: the plan has {clusters} accelerator regions and graphviz "
             f"needs minutes to hours to lay out more than {MAX_CLUSTERS}; write the DOT text "
             f"instead (-o {dot_path}) or choose a strategy that makes fewer regions "
             "(e.g. --strategy min_size)")
+    if nodes > MAX_NODES:
+        what = "regions" if collapse else "ops (one node each when expanded)"
+        instead = "" if collapse else "draw it collapsed (without --expand), "
+        raise RenderBudgetError(
+            f"cannot draw {path}: the drawing has {nodes} {what} and graphviz needs minutes "
+            f"to hours or runs out of memory laying out more than {MAX_NODES}; {instead}"
+            f"write the DOT text instead (-o {dot_path}) or choose a strategy that makes "
+            "fewer regions")
 
 
 def write_side_by_side(
@@ -110,6 +131,12 @@ def render_source(source: str, fmt: str) -> bytes:
 
 
 def _run_graphviz(command: list[str], data: bytes, what: str) -> bytes:
+    """Run one graphviz program on ``data``; its output, or a one-line error.
+
+    The program stays in our process group (a terminal's Ctrl-C, or ``kill -- -PGID``, reaches
+    it too), and ``subprocess.run`` kills it on any exception while waiting: a Ctrl-C, and
+    SIGTERM, which the command line turns into :class:`partition_lab._signals.Terminated`.
+    """
     try:
         proc = subprocess.run(command, input=data, capture_output=True, check=False,
                               timeout=TIMEOUT_S)

@@ -50,7 +50,6 @@ module again at those shapes (a batch of 32, a longer sequence), cached beside t
 from __future__ import annotations
 
 import functools
-import os
 from collections.abc import Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
@@ -59,6 +58,7 @@ from typing import Any, Literal
 import numpy as np
 
 from .._audience import option
+from .._io import CACHE_ENV, cache_root  # noqa: F401  (CACHE_ENV: tests and docs name it here)
 from .._optional import require_mxnet
 from ..errors import InputShapeError, ModelFormatError, UnsupportedOperatorError
 from ._build import discard, is_intact, remove_stale_parts
@@ -80,7 +80,6 @@ SPEC_FORM = "expected zoo:NAME, tv:NAME or hf:NAME, optionally followed by :smal
 ZOO_VERSION = 1
 #: The same for the torchvision builds (their module definitions, seeding, export and naming).
 TORCH_ZOO_VERSION = 1
-CACHE_ENV = "PARTITION_LAB_CACHE"
 Frontend = Literal["mxnet", "onnx"]
 
 
@@ -136,9 +135,9 @@ def cache_dir(built_with: str = "mxnet") -> Path:
     """The versioned directory holding the files of the zoo's models built with MXNet (or, with
     ``built_with="torch"``/``"transformers"``, of the torchvision/Hugging Face builds); not
     created here."""
-    root = os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "partition_lab" / "zoo"
+    root = cache_root(Path.home() / ".cache" / "partition_lab" / "zoo")
     key = _version_key() if built_with == "mxnet" else _torch_version_key(built_with)
-    return Path(root).expanduser() / key
+    return root / key
 
 
 def mxnet_paths(name: str, *, small: bool = False) -> tuple[Path, Path]:

@@ -10,25 +10,23 @@ TVM's frontend code) it is dropped and the failure becomes a
 
 from __future__ import annotations
 
-import os
-import sys
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import tvm
 
 from ..._audience import shapes_option
+from ..._tvm_logs import stderr_captured
 from ...errors import ModelFormatError, PartitionLabError
 
 
 @contextmanager
 def captured(what: str, shapes_given: bool) -> Iterator[None]:
-    """Run the body with fd 2 captured; ``what`` names the model in the error message."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    with tempfile.TemporaryFile() as sink:
-        os.dup2(sink.fileno(), 2)
+    """Run the body with fd 2 captured; ``what`` names the model in the error message.
+
+    The capture is the process-wide one of :mod:`partition_lab._tvm_logs`: models loaded from
+    several threads at once share it, and none loses the others' stderr."""
+    with stderr_captured() as block:
         failed = False
         try:
             yield
@@ -47,12 +45,8 @@ def captured(what: str, shapes_given: bool) -> Iterator[None]:
                                    f"{key_line(str(exc))} (rerun with --debug for the "
                                    "traceback)") from exc
         finally:
-            sys.stderr.flush()
-            os.dup2(saved, 2)
-            os.close(saved)
-            if not failed:
-                sink.seek(0)
-                os.write(2, sink.read())
+            if failed:
+                block.discard()
 
 
 def key_line(report: str) -> str:
