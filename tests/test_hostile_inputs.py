@@ -111,3 +111,131 @@ def test_a_pt2_that_would_run_code_is_refused(edit, needle, pt2_program, tmp_pat
 
 def test_a_plain_pt2_still_loads(pt2_program, capsys):
     assert main(["partition", str(pt2_program)]) == 0, capsys.readouterr().err
+
+
+# ------------------------------------------------------------- 2: ONNX external data
+def external_data_onnx(d: Path) -> Path:
+    """The tiny model with its weights in ``w.bin`` beside it."""
+    import onnx
+
+    model = onnx_model()
+    onnx.save_model(model, str(d / "net.onnx"), save_as_external_data=True,
+                    all_tensors_to_one_file=True, location="w.bin", size_threshold=0)
+    return d / "net.onnx"
+
+
+def _outside(d: Path) -> Path:
+    """A folder beside the case's folder (outside its snapshot and the model's folder)."""
+    folder = d.parent / f"{d.name}-outside"
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
+@case("onnx-external-data-links-outside-the-folder")
+def _(d: Path):
+    model = external_data_onnx(d)
+    secret = _outside(d) / "secret.bin"
+    (d / "w.bin").rename(secret)  # the very bytes the model expects: only the place is wrong
+    (d / "w.bin").symlink_to(secret)
+    return ["partition", model, "--export", d / "out.relay"], "outside the model's folder"
+
+
+@case("onnx-external-data-folder-links-outside")
+def _(d: Path):
+    import onnx
+
+    model = onnx_model()
+    target_dir = _outside(d)
+    (d / "sub").symlink_to(target_dir, target_is_directory=True)
+    onnx.save_model(model, str(d / "net.onnx"), save_as_external_data=True,
+                    all_tensors_to_one_file=True, location="sub/w.bin", size_threshold=0)
+    return ["partition", d / "net.onnx"], "outside the model's folder"
+
+
+@case("onnx-external-data-is-a-fifo")
+def _(d: Path):
+    model = external_data_onnx(d)
+    (d / "w.bin").unlink()
+    os.mkfifo(d / "w.bin")
+    return ["partition", model], "is a named pipe (FIFO)"
+
+
+def test_external_data_inside_the_folder_still_loads(tmp_path, capsys):
+    model = external_data_onnx(tmp_path)
+    assert main(["partition", str(model)]) == 0, capsys.readouterr().err
+
+
+# ----------------------------------------------------------------- 5: no graph outputs
+@case("onnx-without-graph-outputs")
+def _(d: Path):
+    model = onnx_model()
+    del model.graph.output[:]
+    return ["partition", save(model, d / "net.onnx")], "declares no graph outputs"
+
+
+# --------------------------------------------------------------------- 6: special files
+@case("model-is-a-fifo")
+def _(d: Path):
+    os.mkfifo(d / "net.onnx")
+    return ["partition", d / "net.onnx"], "is a named pipe (FIFO)"
+
+
+@case("relay-model-is-a-fifo")
+def _(d: Path):
+    os.mkfifo(d / "net.relay")
+    return ["partition", d / "net.relay"], "is a named pipe (FIFO)"
+
+
+@case("model-is-a-device")
+def _(d: Path):
+    return ["partition", "/dev/zero"], "is a character device"
+
+
+@case("target-file-is-a-fifo")
+def _(d: Path):
+    os.mkfifo(d / "npu.toml")
+    return ["partition", tiny_onnx(d), "-t", d / "npu.toml"], "is a named pipe (FIFO)"
+
+
+@case("bundle-is-a-fifo")
+def _(d: Path):
+    os.mkfifo(d / "net.json.gz")
+    return ["profile", d / "net.json.gz", "--cache", d / "cache.json"], "is a named pipe"
+
+
+# ---------------------------------------------------------- 4, 7: nesting and bombs
+@case("target-json-nested-deeply")
+def _(d: Path):
+    (d / "npu.json").write_text("[" * 100_000 + "]" * 100_000)
+    return ["partition", tiny_onnx(d), "-t", d / "npu.json"], "nested too deeply"
+
+
+@case("bundle-json-nested-deeply")
+def _(d: Path):
+    import gzip
+
+    with gzip.open(d / "net.json.gz", "wt") as handle:
+        handle.write("[" * 100_000 + "]" * 100_000)
+    return ["profile", d / "net.json.gz", "--cache", d / "cache.json"], "too deeply"
+
+
+@case("bundle-decompression-bomb")
+def _(d: Path):
+    """1 MB that inflates past the bundle limit (256 MiB); read in chunks, refused there."""
+    import gzip
+
+    from partition_lab.executors.graph_io import MAX_BUNDLE_BYTES
+
+    zeros = bytes(1 << 20)
+    with gzip.open(d / "net.json.gz", "wb", compresslevel=1) as handle:
+        for _ in range(MAX_BUNDLE_BYTES // len(zeros) + 1):
+            handle.write(zeros)
+    return ["profile", d / "net.json.gz", "--cache", d / "cache.json"], "inflates to more than"
+
+
+# ---------------------------------------------------------------------------- the suite
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_hostile_model_input(name, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)  # a default output name would land here, and be seen
+    argv, needle = CASES[name](tmp_path)
+    assert_clean_failure(argv, needle, tmp_path, capsys)

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from .._io import check_regular_file
 from .._outputs import check_outputs, input_files, write_together
 from ..errors import PartitionLabError
 from ..progress import Progress
@@ -138,6 +139,7 @@ def run_profile(args: argparse.Namespace) -> int:
 
     model = args.model
     bundle = is_bundle_path(model)
+    check_regular_file(model, "bundle" if bundle else "model", PartitionLabError)
     if bundle and not Path(model).is_file():
         raise PartitionLabError(f"bundle {model} does not exist")
     if not bundle and not is_zoo_model(model) and not Path(model).exists():

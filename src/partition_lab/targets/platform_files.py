@@ -64,7 +64,7 @@ def _is_platform_file(path: str | os.PathLike[str]) -> bool:
         return False
     try:
         data = _read(p)
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # the target-file reader says what is wrong
         return False
     return isinstance(data, dict) and "devices" in data
 
