@@ -9,7 +9,6 @@ part (an export whose names hold comment markers computes what the model compute
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import pickle
@@ -20,9 +19,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
-from test_hostile import RELAY_TEXT, assert_clean_failure, onnx_model, save, snapshot, tiny_onnx
 
 from partition_lab.cli import main
+from test_hostile import assert_clean_failure, onnx_model, save, tiny_onnx
 
 Builder = Callable[[Path], tuple[list[str], str]]
 CASES: dict[str, Builder] = {}
@@ -231,6 +230,106 @@ def _(d: Path):
         for _ in range(MAX_BUNDLE_BYTES // len(zeros) + 1):
             handle.write(zeros)
     return ["profile", d / "net.json.gz", "--cache", d / "cache.json"], "inflates to more than"
+
+
+# ---------------------------------------------------------- 3: names written into Relay text
+HOSTILE_NAMES = {"Conv": "a */ * 0f /* b", "Relu": "r%2A /* x", "Sigmoid": "s\n*/ y"}
+
+
+def named_onnx(d: Path, input_name: str = "data") -> Path:
+    """conv -> relu -> sigmoid whose node names close and open Relay comments."""
+    rng = np.random.default_rng(0)
+    weight = numpy_helper.from_array(rng.standard_normal((4, 3, 3, 3)).astype("float32"),
+                                     "w */ 0 /*")
+    nodes = [helper.make_node("Conv", [input_name, weight.name], ["t0"],
+                              name=HOSTILE_NAMES["Conv"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["t0"], ["t1"], name=HOSTILE_NAMES["Relu"]),
+             helper.make_node("Sigmoid", ["t1"], ["t2"], name=HOSTILE_NAMES["Sigmoid"])]
+    graph = helper.make_graph(
+        nodes, "names", [helper.make_tensor_value_info(input_name, TensorProto.FLOAT,
+                                                       [1, 3, 8, 8])],
+        [helper.make_tensor_value_info("t2", TensorProto.FLOAT, None)], initializer=[weight])
+    return save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]),
+                d / "net.onnx")
+
+
+def _reference(model: Path, data: np.ndarray) -> np.ndarray:
+    """The model's output, built from the ONNX file directly (weights bound)."""
+    import tvm
+    from tvm import relay
+
+    from partition_lab import load_model
+    from partition_lab.relay.runtime import build_for_cpu
+
+    mod, params = load_model(model)
+    bound = relay.build_module.bind_params_by_name(mod["main"], params)
+    return _run(build_for_cpu(tvm.IRModule.from_expr(bound)), data)
+
+
+def _op_counts(mod) -> dict[str, int]:
+    """Ops of ``main`` by name, those inside inline region functions included."""
+    import tvm
+
+    from partition_lab.relay.frontends._spans import calls_in_order
+
+    ops = [c.op.name for c in calls_in_order(mod["main"]) if isinstance(c.op, tvm.ir.Op)]
+    return {op: ops.count(op) for op in ops}
+
+
+def _run(lib, data: np.ndarray) -> np.ndarray:
+    import tvm
+    from tvm.contrib import graph_executor
+
+    runner = graph_executor.GraphModule(lib["default"](tvm.cpu()))
+    runner.set_input(0, data)
+    runner.run()
+    return runner.get_output(0).numpy()
+
+
+@pytest.mark.parametrize("input_name", ["data", "input.1"])
+def test_names_with_comment_markers_do_not_rewrite_the_export(input_name, tmp_path, capsys):
+    """The export of a model whose names hold ``*/`` and ``/*`` reads back with the same names,
+    the same ops and the same outputs (not ``* 0f``: all zeros); its input, if its name is no
+    Relay identifier, is renamed to one (``input.1`` -> ``input_1``)."""
+    from partition_lab import load_model
+    from partition_lab.relay.frontends import source_name
+    from partition_lab.relay.frontends._spans import calls_in_order
+    from partition_lab.relay.runtime import build_for_cpu
+    from test_export import CODEGEN  # registers the reference BYOC codegen
+
+    model = named_onnx(tmp_path, input_name)
+    export, plan = tmp_path / "out.relay", tmp_path / "plan.json"
+    assert main(["partition", str(model), "--compiler", CODEGEN, "--export", str(export),
+                 "-o", str(plan)]) == 0, capsys.readouterr().err
+    original, _ = load_model(model)
+    loaded, _ = load_model(export)
+    names = {source_name(c) for c in calls_in_order(loaded["main"])}
+    assert set(HOSTILE_NAMES.values()) <= names, names
+    assert _op_counts(loaded) == _op_counts(original)
+    assert [p.name_hint for p in loaded["main"].params] == [input_name.replace(".", "_")]
+    # the plan's .relay (for reading: no weights, so not parseable) has every comment closed
+    readable = plan.with_suffix(".relay").read_text()
+    assert readable.count("/*") == readable.count("*/") and " * 0f" not in readable
+    data = np.random.default_rng(1).standard_normal((1, 3, 8, 8)).astype("float32")
+    expected = _reference(model, data)
+    assert np.abs(expected).min() > 0  # a sigmoid: a zeroed export would show
+    np.testing.assert_allclose(_run(build_for_cpu(loaded), data), expected, rtol=1e-5,
+                               atol=1e-5)
+
+
+def test_ordinary_names_print_as_tvm_prints_them():
+    """Escaping changes nothing for names that need none: the module is printed as it is."""
+    import tvm
+    from tvm import relay
+
+    from partition_lab.relay._names import printable
+    from partition_lab.relay.frontends._spans import make_span
+
+    x = relay.var("data", shape=(1, 4))
+    call = relay.Call(tvm.ir.Op.get("nn.relu"), [x], None, None,
+                      make_span("layer1.0/relu#2"))
+    mod = relay.transform.InferType()(tvm.IRModule.from_expr(relay.Function([x], call)))
+    assert printable(mod) is mod
 
 
 # ---------------------------------------------------------------------------- the suite

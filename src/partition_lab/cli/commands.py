@@ -68,7 +68,7 @@ def _default_drawing_name(job: Job) -> str:
 
 def run_partition(args: argparse.Namespace) -> int:
     """``partition-lab partition``: print the summary; with -o, write plan JSON and Relay text."""
-    from ..relay.export import SUFFIX, partitioned_text
+    from ..relay.export import SUFFIX, partitioned_text, relay_text
 
     job = resolve_job(args)
     limit = check_gate(args)
@@ -89,7 +89,7 @@ def run_partition(args: argparse.Namespace) -> int:
     if output is not None:
         files[output] = result.to_json().encode("utf-8") + b"\n"
         files[output.with_suffix(".relay")] = \
-            result.mod.astext(show_meta_data=False).encode("utf-8")
+            relay_text(result.mod).encode("utf-8")
     if export is not None:
         files[export] = partitioned_text(result.mod).encode("utf-8")
     if files:

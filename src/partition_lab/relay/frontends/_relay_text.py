@@ -4,7 +4,8 @@ The parser drops the ``span=NAME:line:col`` comments that ``astext()`` prints af
 so this module reads them back: the printer writes one comment per call, innermost call first,
 which is the order in which ``post_order_visit`` meets the parsed calls. The names are restored
 only when the count and every call's printed type agree; otherwise (hand-written text, edited
-text) each call is named ``<op>_<k>`` after its op and its rank among calls of that op.
+text) each call is named ``<op>_<k>`` after its op and its rank among calls of that op. Names
+partition_lab wrote percent-encoded (:mod:`partition_lab.relay._names`) are decoded.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import tvm
 from tvm import relay
 
 from ...errors import InputShapeError, ModelFormatError
+from .._names import unescape_span_name
 from ._common import check_known_names, checked_shape, example_hint, finish_module
 from ._spans import calls_in_order, make_span
 
@@ -98,12 +100,18 @@ def _is_call_comment(match: re.Match[str]) -> bool:
 
 
 def _printed_names(calls: list[relay.Call], comments: list[re.Match[str]]) -> list[str] | None:
-    if len(calls) != len(comments) or any(m["span"] is None for m in comments):
+    """The names the comments give the calls, or None when they do not fit. A call of a
+    function literal (an exported region) has no span: it keeps its ``call_<k>`` name."""
+    if len(calls) != len(comments):
         return None
-    for call, match in zip(calls, comments, strict=True):
+    names = []
+    for call, match, fallback in zip(calls, comments, _op_rank_names(calls), strict=True):
         if _compact(_printed_type(call.checked_type)) != _compact(match["ty"]):
             return None
-    return [match["span"] for match in comments]
+        if match["span"] is None and isinstance(call.op, tvm.ir.Op):
+            return None
+        names.append(fallback if match["span"] is None else unescape_span_name(match["span"]))
+    return names
 
 
 def _op_rank_names(calls: list[relay.Call]) -> list[str]:
