@@ -332,6 +332,48 @@ def test_ordinary_names_print_as_tvm_prints_them():
     assert printable(mod) is mod
 
 
+# ------------------------------------------------------------------------ 4: Relay text
+def relay_text_model(d: Path, shape: str = "(1, 8)", body: str = "nn.relu(%data)") -> Path:
+    (d / "net.relay").write_text('#[version = "0.0.5"]\n'
+                                 f"def @main(%data: Tensor[{shape}, float32]) {{\n"
+                                 f"  {body}\n}}\n")
+    return d / "net.relay"
+
+
+@case("relay-text-nested-3000-deep")
+def _(d: Path):
+    body = "%data"
+    for _ in range(3000):
+        body = f"nn.relu({body})"
+    return ["partition", relay_text_model(d, body=body)], "nests brackets more than 1000 deep"
+
+
+@pytest.mark.parametrize("shape, needle", [
+    ("(100000, 100000, 100000)", "more than the limit of 2**32"),
+    ("(9223372036854775807, 4)", "more than the limit of 2**32"),
+    ("(-5, 4)", "every dimension must be positive. Fix the declaration or pass --input-shape "
+                "data=1,4"),
+    ("(0, 4)", "every dimension must be positive"),
+], ids=["huge", "int64-max", "negative", "zero"])
+def test_relay_text_declared_shapes_are_checked(shape, needle, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert_clean_failure(["partition", relay_text_model(tmp_path, shape)], needle, tmp_path,
+                         capsys)
+
+
+@case("relay-text-unparsable-name")
+def _(d: Path):
+    model = relay_text_model(d, body="nn.relu(%input.1)")
+    model.write_text(model.read_text().replace("%data", "%input.1"))
+    return ["partition", model], "(expected a `)` found  `.` (line 2, column 20))"
+
+
+@case("relay-text-meta-without-metadata")
+def _(d: Path):
+    return ["partition", relay_text_model(d, body="add(%data, meta[relay.Constant][0])")], \
+        "uses meta[...] constants but has no #[metadata] section"
+
+
 # ---------------------------------------------------------------------------- the suite
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_hostile_model_input(name, tmp_path, monkeypatch, capsys):
