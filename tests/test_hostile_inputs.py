@@ -380,3 +380,26 @@ def test_hostile_model_input(name, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)  # a default output name would land here, and be seen
     argv, needle = CASES[name](tmp_path)
     assert_clean_failure(argv, needle, tmp_path, capsys)
+
+
+# ------------------------------------------------------------------------- 8: API misuse
+@pytest.mark.parametrize("call, needle", [
+    (lambda mod, params: ("partition", None, {}), "mod must be a tvm.IRModule"),
+    (lambda mod, params: ("partition", mod, {"params": params, "excl_node_names": "conv0"}),
+     "not the string 'conv0' (read as its letters); pass ['conv0']"),
+    (lambda mod, params: ("analyze", mod, {"params": params, "exclude_ops": [3]}),
+     "must hold names (strings), not 3"),
+    (lambda mod, params: ("compare", mod, {"params": {**params, "wieght": params["w"]}}),
+     "params names ['wieght'], which main does not have"),
+    (lambda mod, params: ("partition", mod, {"params": [1, 2]}), "params must map"),
+], ids=["mod-none", "excl-node-names-a-string", "exclude-ops-not-names", "params-misspelled",
+        "params-not-a-mapping"])
+def test_api_misuse_is_a_partition_lab_error(call, needle, tmp_path):
+    from partition_lab import api, load_model
+    from partition_lab.errors import ArgumentError
+
+    mod, params = load_model(tiny_onnx(tmp_path))
+    function, model, kwargs = call(mod, params)
+    with pytest.raises(ArgumentError) as error:
+        getattr(api, function)(model, "neuron", **kwargs)
+    assert needle in str(error.value) and "\n" not in str(error.value)

@@ -57,5 +57,10 @@ class PlanError(PartitionLabError):
     """A partition plan failed validation (an internal invariant, reported with its evidence)."""
 
 
+class ArgumentError(PartitionLabError):
+    """An argument of the Python API has the wrong type, or names what the model does not have
+    (a ``params`` key that is no parameter of ``main``)."""
+
+
 class UnknownModelError(PartitionLabError):
     """No zoo model of that name; the message lists the known ones."""
