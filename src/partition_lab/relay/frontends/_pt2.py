@@ -29,6 +29,7 @@ import json
 import logging
 import os
 import re
+import threading
 import zipfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -169,17 +170,28 @@ def _pickled_payload(config: Any, where: str) -> str | None:
 def _weights_only() -> Iterator[None]:
     """Every ``torch.load`` inside loads with ``weights_only=True``, whatever its caller asked:
     torch falls back to a full unpickle when a weights-only load of sample inputs or a legacy
-    state dict fails. The variable is read on each ``torch.load`` call."""
-    saved = {key: os.environ.pop(key, None) for key in ("TORCH_FORCE_WEIGHTS_ONLY_LOAD",
-                                                       "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD")}
-    os.environ["TORCH_FORCE_WEIGHTS_ONLY_LOAD"] = "1"
+    state dict fails. The variable is read on each ``torch.load`` call; it is process-wide, so
+    loads in several threads share one setting, restored when the last of them ends."""
+    with _FORCED_LOCK:
+        if _FORCED_BY["count"] == 0:
+            _FORCED_BY["saved"] = {key: os.environ.pop(key, None) for key in _FORCE_KEYS}
+            os.environ["TORCH_FORCE_WEIGHTS_ONLY_LOAD"] = "1"
+        _FORCED_BY["count"] += 1
     try:
         yield
     finally:
-        for key, value in saved.items():
-            os.environ.pop(key, None)
-            if value is not None:
-                os.environ[key] = value
+        with _FORCED_LOCK:
+            _FORCED_BY["count"] -= 1
+            if _FORCED_BY["count"] == 0:
+                for key, value in _FORCED_BY["saved"].items():
+                    os.environ.pop(key, None)
+                    if value is not None:
+                        os.environ[key] = value
+
+
+_FORCE_KEYS = ("TORCH_FORCE_WEIGHTS_ONLY_LOAD", "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD")
+_FORCED_LOCK = threading.Lock()
+_FORCED_BY: dict[str, Any] = {"count": 0, "saved": {}}
 
 
 def _refuse_pickle_failure(path: Path, errors: list[BaseException]) -> None:
