@@ -23,7 +23,7 @@ from .core.platform import Platform
 from .core.support import Support, Verdict
 from .cost_models import get_cost_model
 from .cost_models.base import CostBreakdown, CostModel, evaluate
-from .errors import PartitionLabError
+from .errors import ArgumentError, PartitionLabError
 from .relay.passes.annotate import support_table
 from .relay.passes.outline import outline, with_compiler
 from .relay.passes.prepare import prepare
@@ -130,6 +130,9 @@ def analyze(
     ``target`` names a platform (see :func:`~partition_lab.targets.get_platform`);
     ``compiler`` sets the ``Compiler`` name of its BYOC device(s) (see :func:`partition`).
     """
+    check_module(mod)
+    excl_node_names = name_list(excl_node_names, "excl_node_names", "['conv0']")
+    exclude_ops = name_list(exclude_ops, "exclude_ops", "['nn.conv2d']")
     platform = with_compiler(get_platform(target, **target_options), compiler)
     name = name or _module_name(mod)  # before binding: a new module drops the attributes
     mod = bind_params(mod, params)
@@ -253,11 +256,52 @@ def compare(
                          cost_model=analysis.cost_model)
 
 
+def check_module(mod: object) -> None:
+    """:class:`ArgumentError` unless ``mod`` is an IRModule with a ``main`` function."""
+    if not isinstance(mod, tvm.IRModule):
+        raise ArgumentError(
+            f"mod must be a tvm.IRModule (as load_model returns it), not {type(mod).__name__}; "
+            "load the model first: mod, params = partition_lab.load_model(path)")
+    if "main" not in [gvar.name_hint for gvar in mod.get_global_vars()]:
+        raise ArgumentError("mod has no 'main' function; partition_lab partitions main")
+
+
+def name_list(value: object, what: str, example: str) -> tuple[str, ...]:
+    """``value`` as a tuple of names; :class:`ArgumentError` for a lone string (which would be
+    read letter by letter) or for items that are not strings."""
+    if isinstance(value, str | bytes):
+        raise ArgumentError(f"{what} must be a list of names, not the string {value!r} (read "
+                            f"as its letters); pass [{value!r}]")
+    try:
+        names = tuple(value)  # type: ignore[call-overload]
+    except TypeError:
+        raise ArgumentError(f"{what} must be a list of names such as {example}, not "
+                            f"{type(value).__name__}") from None
+    wrong = [name for name in names if not isinstance(name, str)]
+    if wrong:
+        raise ArgumentError(f"{what} must hold names (strings), not {wrong[0]!r}; e.g. {example}")
+    return names
+
+
 def bind_params(mod: tvm.IRModule, params: Mapping[str, Any] | None) -> tvm.IRModule:
-    """``mod`` with ``params`` bound as constants (weights become part of the graph)."""
+    """``mod`` with ``params`` bound as constants (weights become part of the graph).
+
+    Raises :class:`ArgumentError` when ``params`` is not a mapping or names a parameter
+    ``main`` does not have (a misspelled weight would otherwise stay an unbound input).
+    """
     mod = relay.transform.InferType()(mod)
     if not params:
         return mod
+    if not isinstance(params, Mapping):
+        raise ArgumentError(f"params must map parameter names to arrays (as load_model returns "
+                            f"them), not {type(params).__name__}")
+    known = [param.name_hint for param in mod["main"].params]
+    unknown = sorted(set(params) - set(known), key=str)
+    if unknown:
+        raise ArgumentError(
+            f"params names {unknown[:5]}{' and more' if len(unknown) > 5 else ''}, which main "
+            f"does not have as parameters (it has {known[:8]}{'...' if len(known) > 8 else ''}); "
+            "check the names, or pass the params load_model returned with this module")
     func = relay.build_module.bind_params_by_name(mod["main"], dict(params))
     return relay.transform.InferType()(tvm.IRModule.from_expr(func))
 

@@ -20,6 +20,11 @@ class ModelFormatError(PartitionLabError):
     """The file exists but is not a model this frontend can read (corrupt, truncated, wrong kind)."""
 
 
+class UnsafeModelError(ModelFormatError):
+    """The model file holds something loading it would run as code (a pickle in a ``.pt2``), or
+    points outside its folder (an ONNX external-data file); it is refused, not loaded."""
+
+
 class UnsupportedOperatorError(PartitionLabError):
     """The frontend cannot convert an operator of the model to Relay."""
 
@@ -55,6 +60,11 @@ class CostModelError(PartitionLabError):
 
 class PlanError(PartitionLabError):
     """A partition plan failed validation (an internal invariant, reported with its evidence)."""
+
+
+class ArgumentError(PartitionLabError):
+    """An argument of the Python API has the wrong type, or names what the model does not have
+    (a ``params`` key that is no parameter of ``main``)."""
 
 
 class UnknownModelError(PartitionLabError):

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from .._io import check_regular_file
 from .._outputs import check_outputs, input_files, write_together
 from ..errors import PartitionLabError
 from ..progress import Progress
@@ -67,7 +68,7 @@ def _default_drawing_name(job: Job) -> str:
 
 def run_partition(args: argparse.Namespace) -> int:
     """``partition-lab partition``: print the summary; with -o, write plan JSON and Relay text."""
-    from ..relay.export import SUFFIX, partitioned_text
+    from ..relay.export import SUFFIX, partitioned_text, relay_text
 
     job = resolve_job(args)
     limit = check_gate(args)
@@ -88,7 +89,7 @@ def run_partition(args: argparse.Namespace) -> int:
     if output is not None:
         files[output] = result.to_json().encode("utf-8") + b"\n"
         files[output.with_suffix(".relay")] = \
-            result.mod.astext(show_meta_data=False).encode("utf-8")
+            relay_text(result.mod).encode("utf-8")
     if export is not None:
         files[export] = partitioned_text(result.mod).encode("utf-8")
     if files:
@@ -138,6 +139,7 @@ def run_profile(args: argparse.Namespace) -> int:
 
     model = args.model
     bundle = is_bundle_path(model)
+    check_regular_file(model, "bundle" if bundle else "model", PartitionLabError)
     if bundle and not Path(model).is_file():
         raise PartitionLabError(f"bundle {model} does not exist")
     if not bundle and not is_zoo_model(model) and not Path(model).exists():

@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from .._io import GZIP_ERRORS, check_regular_file, read_gzip_limited
 from ..core.graph import OpGraph, OpNode, TensorType
 from ..core.plan import PartitionPlan
 from ..core.plan_validation import check_verdicts
@@ -337,13 +338,10 @@ def read_bundle(path: str | Path) -> Bundle:
         If the file is missing, not a bundle, or its bindings do not fit its graph.
     """
     path = Path(path)
+    check_regular_file(path, "bundle", PartitionLabError)
     if not path.is_file():
         raise PartitionLabError(f"bundle {path} does not exist")
-    try:
-        with gzip.open(path, "rt", encoding="utf-8") as handle:
-            data = json.load(handle)
-    except (OSError, json.JSONDecodeError) as err:
-        raise PartitionLabError(f"bundle {path} is not gzip-compressed JSON: {err}") from None
+    data = _bundle_json(path)
     if not isinstance(data, dict) or data.get("schema") not in SCHEMAS:
         raise PartitionLabError(f"bundle {path}: 'schema' must be one of {SCHEMAS}")
     try:
@@ -354,6 +352,30 @@ def read_bundle(path: str | Path) -> Bundle:
         # Hand-edited or cut JSON: say where, in one line, instead of a bare KeyError.
         what = f"key {err}" if isinstance(err, KeyError) else str(err).splitlines()[0]
         raise PartitionLabError(f"bundle {path} is malformed ({type(err).__name__}: {what}); "
+                                "write it again with 'partition-lab profile'") from None
+
+
+#: The most bytes a bundle may inflate to: a bundle holds a graph and its bindings, no weights
+#: (a 20,000-op graph is tens of MB), so more is a damaged or hostile file, refused before it
+#: fills memory.
+MAX_BUNDLE_BYTES = 256 * 2**20
+
+
+def _bundle_json(path: Path) -> Any:
+    """The bundle's JSON, inflated at most :data:`MAX_BUNDLE_BYTES`."""
+    try:
+        text = read_gzip_limited(path, MAX_BUNDLE_BYTES).decode("utf-8")
+        return json.loads(text)
+    except ValueError as err:  # JSONDecodeError and UnicodeDecodeError are ValueErrors too
+        if isinstance(err, json.JSONDecodeError | UnicodeDecodeError):
+            raise PartitionLabError(f"bundle {path} is not gzip-compressed JSON: {err}") from None
+        raise PartitionLabError(f"bundle {path} is not a bundle: {err}, more than any bundle "
+                                "holds (a damaged file?); write it again with "
+                                "'partition-lab profile'") from None
+    except GZIP_ERRORS as err:
+        raise PartitionLabError(f"bundle {path} is not gzip-compressed JSON: {err}") from None
+    except RecursionError:
+        raise PartitionLabError(f"bundle {path} nests its JSON too deeply to be a bundle; "
                                 "write it again with 'partition-lab profile'") from None
 
 

@@ -32,6 +32,7 @@ from tvm import relay
 
 from .._io import write_atomic
 from ..errors import ModelFormatError, PartitionLabError
+from ._names import printable
 
 SUFFIX = ".relay"
 
@@ -58,9 +59,15 @@ def outline_compiler_functions(mod: tvm.IRModule) -> tvm.IRModule:
     return relay.transform.InferType()(mod)
 
 
+def relay_text(mod: tvm.IRModule, show_meta_data: bool = False) -> str:
+    """``mod.astext()`` with the names a model file gave escaped (:mod:`._names`): a node or
+    input name cannot add code to the text or keep it from being read back."""
+    return printable(mod).astext(show_meta_data=show_meta_data)
+
+
 def partitioned_text(mod: tvm.IRModule) -> str:
     """The Relay text of :func:`export_partitioned`: regions inlined, metadata (weights) kept."""
-    return inline_regions(mod).astext(show_meta_data=True)
+    return relay_text(inline_regions(mod), show_meta_data=True)
 
 
 def export_partitioned(mod: tvm.IRModule, path: str | os.PathLike[str]) -> Path:

@@ -68,6 +68,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .._io import check_regular_file
 from ..core.patterns import Pattern, Step
 from ..errors import PartitionLabError, TargetSpecError
 from .base import TargetSpec
@@ -229,6 +230,7 @@ def _check_rules(tables: list[Any], where: str, inherited_ops: tuple[str, ...]) 
 def _parse(path: Path) -> Any:
     if path.suffix not in TARGET_FILE_SUFFIXES:
         raise TargetSpecError(f"{path}: a target file must end in .toml or .json")
+    check_regular_file(path, "target file", TargetSpecError)
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -241,6 +243,8 @@ def _parse(path: Path) -> Any:
         raise TargetSpecError(f"{path}: not valid TOML: {error}") from None
     except json.JSONDecodeError as error:
         raise TargetSpecError(f"{path}: not valid JSON: {error}") from None
+    except RecursionError:
+        raise TargetSpecError(f"{path}: nested too deeply to be a target file") from None
 
 
 def _base(f: Fields, options: dict[str, Any],

@@ -11,7 +11,8 @@ import tvm
 from tvm import relay
 
 from ..._audience import shape_name, shapes_hint, shapes_option
-from ...errors import InputShapeError, ModelNotFoundError
+from ..._io import check_regular_file
+from ...errors import InputShapeError, ModelFormatError, ModelNotFoundError
 
 Shape = tuple[int, ...]
 #: One input dimension as a model declares it: a size, or a symbol/None when it is dynamic.
@@ -29,10 +30,12 @@ would pass unnoticed until a cost estimate or a build overflows."""
 
 
 def existing_file(path: str | Path, what: str = "model file") -> Path:
-    """``path`` as a Path, or :class:`ModelNotFoundError` when there is no such file."""
+    """``path`` as a Path, or :class:`ModelNotFoundError` when there is no such file
+    (:class:`ModelFormatError` when it is a FIFO or device, which would block the reader)."""
     if not str(path).strip():
         raise ModelNotFoundError(f"the {what} path is empty; give the path of a file")
     path = Path(path).expanduser()
+    check_regular_file(path, what, ModelFormatError)
     if not path.exists():
         raise ModelNotFoundError(f"{what} {str(path)!r} does not exist; check the path")
     if not path.is_file():

@@ -128,6 +128,9 @@ def read_symbol_json(path: Path) -> dict[str, Any]:
     """The symbol's JSON graph; :class:`ModelFormatError` if the file is not an MXNet symbol."""
     try:
         graph = json.loads(path.read_text(encoding="utf-8"))
+    except RecursionError as exc:
+        raise ModelFormatError(f"{str(path)!r} nests its JSON too deeply to be an MXNet symbol "
+                               "file") from exc
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ModelFormatError(
             f"{str(path)!r} is not JSON ({_first_line(exc)}), so not an MXNet symbol file; pass "

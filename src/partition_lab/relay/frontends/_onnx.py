@@ -9,6 +9,7 @@ and turns TVM's exceptions into partition_lab errors.
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import warnings
 from collections.abc import Iterator, Mapping
@@ -19,12 +20,13 @@ import numpy as np
 import onnx
 import tvm
 from google.protobuf.message import DecodeError
-from onnx import numpy_helper
+from onnx import external_data_helper, numpy_helper
 from tvm import relay
 from tvm.relay.frontend import onnx as onnx_frontend
 
 from ..._audience import shapes_hint
-from ...errors import InputShapeError, ModelFormatError, UnsupportedOperatorError
+from ..._io import check_regular_file
+from ...errors import InputShapeError, ModelFormatError, UnsafeModelError, UnsupportedOperatorError
 from ._common import DeclaredDim, Shape, finish_module, resolve_declared_shapes
 from ._incremental import incremental_inference
 
@@ -281,9 +283,12 @@ def lift_weights(model: onnx.ModelProto) -> dict[str, np.ndarray]:
 
 
 def read_onnx(path: Path) -> onnx.ModelProto:
-    """Parse the file; :class:`ModelFormatError` when it is not ONNX or holds no graph."""
+    """Parse the file; :class:`ModelFormatError` when it is not ONNX or holds no graph (or a
+    graph without outputs), :class:`UnsafeModelError` when its external data lies outside the
+    model's folder."""
     try:
-        model = onnx.load(str(path))
+        # external data is read apart, after its locations are checked (load_external_data)
+        model = onnx.load(str(path), load_external_data=False)
     except (DecodeError, RuntimeWarning, ValueError, OSError) as exc:
         raise ModelFormatError(
             f"{str(path)!r} is not a readable ONNX model ({_first_line(exc)}); the file may be "
@@ -295,7 +300,42 @@ def read_onnx(path: Path) -> onnx.ModelProto:
             f"{str(path)!r} holds no ONNX graph (no nodes); the file is empty, truncated or not "
             "an ONNX model. Re-export it"
         )
+    if not model.graph.output:
+        raise ModelFormatError(
+            f"{str(path)!r} declares no graph outputs, so there is nothing to compute; "
+            "re-export it with its outputs")
+    load_external_data(model, path)
     return model
+
+
+def load_external_data(model: onnx.ModelProto, path: Path) -> None:
+    """Read the weights the model keeps in files beside it (in place).
+
+    onnx refuses a location with ``..`` or an absolute path, but follows symbolic links: a link
+    in the model's folder to any file the user can read would be read as weights and copied
+    into an export. Each location is resolved (links followed) and must stay inside the
+    model's folder, and be a regular file (a FIFO would block the read).
+    """
+    tensors = [tensor for tensor in external_data_helper._get_all_tensors(model)
+               if external_data_helper.uses_external_data(tensor)]
+    if not tensors:
+        return
+    folder = path.parent
+    for tensor in tensors:
+        location = external_data_helper.ExternalDataInfo(tensor).location
+        resolved = Path(os.path.realpath(folder / location))
+        if not resolved.is_relative_to(os.path.realpath(folder)):
+            raise UnsafeModelError(
+                f"{str(path)!r} keeps weight {tensor.name!r} in {location!r}, which resolves to "
+                f"{str(resolved)!r}, outside the model's folder; partition_lab reads external "
+                "data only from inside that folder: copy the file there (not a link)")
+        check_regular_file(resolved, f"{str(path)!r}'s external data file", ModelFormatError)
+    try:
+        external_data_helper.load_external_data_for_model(model, str(folder))
+    except (OSError, ValueError, onnx.checker.ValidationError) as exc:
+        raise ModelFormatError(
+            f"{str(path)!r} cannot read its external data ({_first_line(exc)}); keep the data "
+            "files beside the model, as it was saved") from exc
 
 
 def checker_problem(model: onnx.ModelProto) -> str | None:

@@ -12,14 +12,25 @@ Two things a saved program needs beyond ``torch.export.load``:
   that differ, a program whose dimensions were declared dynamic (``dynamic_shapes=``) is
   exported again at those shapes (:func:`at_input_shapes`); a static one is refused in one
   line, since its graph may hold the old sizes in places no loader can find.
+
+**No code runs from the file.** ``torch.export.load`` unpickles entries a file marks
+``use_pickle`` (and falls back to unpickling when a plain load fails) with
+``weights_only=False``, and loads AOTInductor shared libraries: a crafted ``.pt2`` runs any code
+it likes. :func:`refuse_code` reads the archive's entry list and payload configs first and
+refuses such files in one line; the load itself runs with torch's ``weights_only`` forced
+(:func:`_weights_only`), so a pickle that slips past the configs can hold tensors only.
 """
 
 from __future__ import annotations
 
 import contextlib
 import importlib
+import json
 import logging
+import os
 import re
+import threading
+import zipfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from types import ModuleType
@@ -29,7 +40,7 @@ import tvm
 
 from ..._audience import shape_name, shapes_hint
 from ..._optional import MissingDependencyError
-from ...errors import InputShapeError, ModelFormatError
+from ...errors import InputShapeError, ModelFormatError, UnsafeModelError
 from ._common import check_known_names, checked_shape, first_line
 from ._onnx import load_onnx_model
 from ._torch import exported_program_to_onnx, quiet_torch, require_torch
@@ -54,6 +65,7 @@ def load_pt2_file(path: Path, input_shapes: Mapping[str, object] | None) -> tupl
     """Convert an ``ExportedProgram`` saved with ``torch.export.save``, exported again at
     ``input_shapes`` when they differ from the saved ones and the program allows it."""
     torch = require_torch(f"reading the PyTorch program {path.name!r}")
+    refuse_code(path)
     program = load_program(torch, path)
     program = at_input_shapes(torch, program, input_shapes, repr(path.name))
     model = exported_program_to_onnx(program, None, path.name)
@@ -76,10 +88,11 @@ def load_program(torch: ModuleType, path: Path) -> Any:
     while True:
         causes: list[BaseException] = []
         try:
-            with quiet_torch(), _logged_errors(causes):
+            with quiet_torch(), _logged_errors(causes), _weights_only():
                 return torch.export.load(str(path))
         except Exception as exc:  # torch raises RuntimeError, BadZipFile, KeyError... on bad files
             failure = exc
+        _refuse_pickle_failure(path, [*causes, failure])
         type_name = _unregistered_type([*causes, failure])
         if type_name is None or len(imported) >= _MAX_IMPORTS:
             # torch's own message sends the reader to warnings that were not shown
@@ -95,6 +108,103 @@ def load_program(torch: ModuleType, path: Path) -> Any:
                 "did not register as a pytree node; export the model so that it returns tensors "
                 "(a tuple), or register the type before loading") from failure
         imported.append(module)
+
+
+# ------------------------------------------------------------------------ code in the file
+#: Constants stored under these prefixes are unpickled by torch (``pickle.loads`` or
+#: TorchScript's unpickler), never read as raw tensor bytes.
+_PICKLED_CONSTANTS = ("custom_obj_", "opaque_obj_")
+#: Entries holding compiled code that torch would load as a shared library.
+_COMPILED_CODE = "data/aotinductor/"
+_PAYLOAD_CONFIGS = re.compile(r"data/(weights|constants)/[^/]+_(weights|constants)_config\.json")
+_REFUSED = ("partition_lab loads only programs whose weights are plain tensors, because "
+            "unpickling can run any code; re-save it with torch.export.save from a model "
+            "without tensor subclasses or custom objects")
+
+
+def refuse_code(path: Path) -> None:
+    """:class:`UnsafeModelError` when the ``.pt2`` archive at ``path`` holds entries that
+    ``torch.export.load`` would unpickle or load as compiled code.
+
+    Only the zip's directory and its small JSON payload configs are read. A file that is not a
+    zip archive is left to ``torch.export.load`` to reject.
+    """
+    try:
+        with zipfile.ZipFile(path) as archive:
+            problem = _code_entry(archive)
+    except (zipfile.BadZipFile, OSError, ValueError, KeyError, RecursionError):
+        return  # not an archive (or an unreadable one): torch.export.load says what is wrong
+    if problem is not None:
+        raise UnsafeModelError(f"{str(path)!r} {problem}; {_REFUSED}")
+
+
+def _code_entry(archive: zipfile.ZipFile) -> str | None:
+    """What in the archive would run code when loaded, or None."""
+    for info in archive.infolist():
+        name = info.filename.split("/", 1)[-1]  # entries sit under the archive's root folder
+        if name.startswith(_COMPILED_CODE):
+            return f"holds compiled AOTInductor code ({info.filename}), which loading would run"
+        if _PAYLOAD_CONFIGS.fullmatch(name):
+            if info.file_size > 64 * 2**20:
+                return f"has a payload config {info.filename} of {info.file_size} bytes"
+            problem = _pickled_payload(json.loads(archive.read(info)), info.filename)
+            if problem is not None:
+                return problem
+    return None
+
+
+def _pickled_payload(config: Any, where: str) -> str | None:
+    entries = config.get("config") if isinstance(config, dict) else None
+    if not isinstance(entries, dict):
+        return None  # not a config torch can read either; its load fails
+    for name, meta in entries.items():
+        meta = meta if isinstance(meta, dict) else {}
+        if meta.get("use_pickle"):
+            return f"marks {name!r} as pickled (use_pickle in {where}), which loading would unpickle"
+        if str(meta.get("path_name", "")).startswith(_PICKLED_CONSTANTS):
+            return f"stores {name!r} as a pickled object ({where}), which loading would unpickle"
+    return None
+
+
+@contextlib.contextmanager
+def _weights_only() -> Iterator[None]:
+    """Every ``torch.load`` inside loads with ``weights_only=True``, whatever its caller asked:
+    torch falls back to a full unpickle when a weights-only load of sample inputs or a legacy
+    state dict fails. The variable is read on each ``torch.load`` call; it is process-wide, so
+    loads in several threads share one setting, restored when the last of them ends."""
+    with _FORCED_LOCK:
+        if _FORCED_BY["count"] == 0:
+            _FORCED_BY["saved"] = {key: os.environ.pop(key, None) for key in _FORCE_KEYS}
+            os.environ["TORCH_FORCE_WEIGHTS_ONLY_LOAD"] = "1"
+        _FORCED_BY["count"] += 1
+    try:
+        yield
+    finally:
+        with _FORCED_LOCK:
+            _FORCED_BY["count"] -= 1
+            if _FORCED_BY["count"] == 0:
+                for key, value in _FORCED_BY["saved"].items():
+                    os.environ.pop(key, None)
+                    if value is not None:
+                        os.environ[key] = value
+
+
+_FORCE_KEYS = ("TORCH_FORCE_WEIGHTS_ONLY_LOAD", "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD")
+_FORCED_LOCK = threading.Lock()
+_FORCED_BY: dict[str, Any] = {"count": 0, "saved": {}}
+
+
+def _refuse_pickle_failure(path: Path, errors: list[BaseException]) -> None:
+    """:class:`UnsafeModelError` when the load failed because a pickle needed more than the
+    weights-only unpickler allows (an object that could be code)."""
+    for error in errors:
+        current: BaseException | None = error
+        while current is not None:
+            if "Weights only load failed" in str(current):
+                raise UnsafeModelError(
+                    f"{str(path)!r} holds a pickle that is not plain tensors (torch's "
+                    f"weights-only unpickler refused it); {_REFUSED}") from error
+            current = current.__cause__ or current.__context__
 
 
 @contextlib.contextmanager
@@ -293,4 +403,4 @@ def _format(dims: tuple[Any, ...]) -> str:
     return "(" + ", ".join(str(d) for d in dims) + ")"
 
 
-__all__ = ["PYTREE_PACKAGES", "at_input_shapes", "load_program", "load_pt2_file"]
+__all__ = ["PYTREE_PACKAGES", "at_input_shapes", "load_program", "load_pt2_file", "refuse_code"]
