@@ -382,3 +382,17 @@ def test_evaluate_refuses_a_total_that_overflows(relay_module):
     plan = partition_lab.partition(relay_module, PLATFORM, strategy="all_cpu").plan
     with pytest.raises(CostModelError, match="the plan"):
         evaluate(plan, Poisoned("op", 1e308))
+
+
+@pytest.mark.parametrize("option", ["--profile-cache", "--profile"])
+def test_a_fifo_as_profile_cache_or_hardware_profile_is_one_line_not_a_hang(tmp_path, option,
+                                                                          capsys) -> None:
+    import os
+
+    from partition_lab.cli import main
+
+    fifo = tmp_path / ("cache.json" if option == "--profile-cache" else "hw.toml")
+    os.mkfifo(fifo)
+    assert main(["partition", "tv:mobilenet_v2:small", option, str(fifo)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "named pipe (FIFO)" in err[0]

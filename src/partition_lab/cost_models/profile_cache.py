@@ -47,7 +47,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .._io import write_json_atomic
+from .._io import check_regular_file, write_json_atomic
 from ..errors import ProfileError
 
 SCHEMA = "partition_lab.profile_cache/1"
@@ -55,6 +55,7 @@ SCHEMA = "partition_lab.profile_cache/1"
 
 def read_json_file(path: Path, what: str) -> Any:
     """The parsed JSON of ``path``; ProfileError naming ``what`` if it is missing or not JSON."""
+    check_regular_file(path, what, ProfileError)  # a FIFO would block the read forever
     if not path.is_file():
         raise ProfileError(f"{what} {path} does not exist")
     try:

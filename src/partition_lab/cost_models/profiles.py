@@ -40,6 +40,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from .._io import check_regular_file
 from ..errors import ProfileError
 
 SCHEMA = "partition_lab.profile/1"
@@ -172,6 +173,7 @@ def _read(name_or_path: str | Path) -> tuple[str, str]:
     looks_like_path = isinstance(name_or_path, Path) or path.suffix == ".toml" or "/" in str(
         name_or_path)
     if looks_like_path:
+        check_regular_file(path, "profile file", ProfileError)  # a FIFO would block forever
         if not path.is_file():
             raise ProfileError(f"profile file {path} does not exist")
         try:
