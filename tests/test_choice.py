@@ -116,7 +116,7 @@ def test_partition_choose_times_the_plans_on_this_cpu_and_writes_the_choice(tmp_
     names = [c["plan"] for c in choice["candidates"]]
     assert names[0] == "greedy" and len(names) >= 2 and choice["chosen"] in names
     assert all(len(c["measured_s"]) >= 6 for c in choice["candidates"])
-    assert choice["runner"] == "torch executor (cpu)"
+    assert choice["runner"].startswith("torch executor (torch-cpu|")
     assert "measured choice:" in capsys.readouterr().out
 
 
@@ -162,3 +162,77 @@ def test_a_chosen_plans_json_follows_the_packaged_schema() -> None:
     plan = choose(graph, support, model, k=1, timer=lambda plans: {
         n: [1.0] * 6 for n in plans}).plan
     jsonschema.validate(json.loads(json.dumps(plan.to_dict())), load_schema("plan"))
+
+
+# ---------------------------------------------------------------------------- kept decisions
+def _fixed_choice(graph, support, model):  # noqa: ANN001, ANN202
+    def timer(plans):  # noqa: ANN001, ANN202
+        names = list(plans)
+        return {n: [0.5 if n == names[-1] else 1.0] * 6 for n in names}
+
+    return choose(graph, support, model, k=2, timer=timer, runner="test timer")
+
+
+def test_a_kept_decision_is_reused_for_the_same_model_platform_and_device(tmp_path) -> None:
+    from partition_lab.choice import decision_key, remember, reuse
+    from partition_lab.profiling.cache import ProfileCache
+
+    graph, support, model = _planned()
+    choice = _fixed_choice(graph, support, model)
+    key = decision_key(graph, support, "torch-cpu|X|torch 2|threads 2")
+    cache = ProfileCache()
+    remember(cache, key, choice, "mlp_block")
+    cache.save(tmp_path / "prof.json", merge=False)
+    again = ProfileCache.load(tmp_path / "prof.json")
+    kept = reuse(again, key, graph, support)
+    assert kept is not None and kept.choice["reused"] is True
+    assert [d.device for d in kept.decisions] == [d.device for d in choice.plan.decisions]
+    assert "not timed again" in kept.notes[-1]
+    # another runner device, or another platform's support, is another decision
+    assert reuse(again, decision_key(graph, support, "torch-cuda|H200"), graph, support) is None
+    other = _support(get_platform("neuron"), graph)
+    assert decision_key(graph, other, "torch-cpu|X|torch 2|threads 2") != key
+
+
+@pytest.mark.parametrize("record, message", [
+    ("x", "must be an object"),
+    ({"strategy": "greedy", "devices": [], "choice": {}, "measured_at": "t"}, "devices"),
+    ({"strategy": "greedy", "devices": ["cpu"], "measured_at": "t",
+      "choice": {"candidates": [{"measured_s": [float("nan")]}]}}, "finite non-negative"),
+])
+def test_a_poisoned_kept_decision_is_one_profile_error(tmp_path, record, message: str) -> None:
+    from partition_lab.errors import ProfileError
+    from partition_lab.profiling.cache import ProfileCache
+
+    path = tmp_path / "prof.json"
+    path.write_text(json.dumps({"schema": "partition_lab.profile_cache/1", "devices": {},
+                                "bindings": {}, "choices": {"k": record}}))
+    with pytest.raises(ProfileError, match=message) as err:
+        ProfileCache.load(path)
+    assert "choices" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_partition_choose_keeps_its_decision_in_the_profile_cache_and_reuses_it(tmp_path,
+                                                                                capsys) -> None:
+    from partition_lab._optional import MissingDependencyError, require_transformers
+    from partition_lab.cli import main
+
+    try:
+        require_transformers("the measured-choice CLI test")
+    except MissingDependencyError as missing:
+        pytest.skip(str(missing))
+    cache = tmp_path / "prof.json"
+    assert main(["profile", "hf:distilbert:small", "-p", "neuron@2020", "--cache", str(cache),
+                 "--strategies", "greedy"]) == 0
+    first, second = tmp_path / "a.json", tmp_path / "b.json"
+    argv = ["partition", "hf:distilbert:small", "-t", "neuron@2020", "--profile-cache",
+            str(cache), "--choose", "1", "--choose-seconds", "1"]
+    assert main([*argv, "-o", str(first)]) == 0
+    kept = json.loads(cache.read_text())["choices"]
+    assert len(kept) == 1
+    capsys.readouterr()
+    assert main([*argv, "-o", str(second)]) == 0
+    assert "not timed again" in capsys.readouterr().out
+    a, b = (json.loads(p.read_text()) for p in (first, second))
+    assert b["choice"]["reused"] is True and "reused" not in a["choice"]
+    assert [n["device"] for n in a["nodes"]] == [n["device"] for n in b["nodes"]]

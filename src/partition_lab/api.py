@@ -187,7 +187,9 @@ def partition(
     proposes greedy's plan and the ``K`` best other distinct plans (by predicted mean and by
     optimism), the PyTorch executor times them in turns on ``choose_device`` for about
     ``choose_seconds``, and the measured best is taken where it beat greedy in three rounds
-    of four; the plan JSON records it under ``"choice"``. Not with ``strategy``.
+    of four; the plan JSON records it under ``"choice"``. Not with ``strategy``. With
+    ``profile_cache``, the decision is kept there and reused without timing when the same
+    model is partitioned on the same platform and device again.
 
     The plan is validated before the module is rewritten; the result explains every decision.
     """
@@ -204,7 +206,7 @@ def partition(
     if strategy is None:
         strategy = default_strategy(profiled=profile_cache is not None)
     if choose is not None:
-        plan = _measured_choice(analysis, choose, choose_device, choose_seconds)
+        plan = _measured_choice(analysis, choose, choose_device, choose_seconds, profile_cache)
     else:
         chosen = get_strategy(strategy, **dict(strategy_options or {}))
         plan = chosen.run(analysis.graph, analysis.support, cost_model=analysis.cost_model)
@@ -218,16 +220,37 @@ def partition(
                            analysis.cost_model, analysis.prepared_mod, analysis.relay, timings)
 
 
-def _measured_choice(analysis: Analysis, k: int, device: str, seconds: float) -> PartitionPlan:
-    """The plan :func:`partition_lab.choice.choose` takes, timing with the PyTorch executor."""
-    from .choice import choose
+def _measured_choice(analysis: Analysis, k: int, device: str, seconds: float,
+                     profile_cache: Any) -> PartitionPlan:
+    """The plan :func:`partition_lab.choice.choose` takes, timing with the PyTorch executor; a
+    decision kept in the profile cache (a file or a ProfileCache) is reused without timing, and
+    a new one is kept there (the file rewritten atomically, merged under its lock)."""
+    from pathlib import Path
+
+    from .choice import choose, decision_key, remember, reuse
     from .executors.graph_io import bindings_from_relay
+    from .profiling.cache import ProfileCache
+    from .profiling.runners import TorchRunner
 
     if analysis.cost_model is None:
         raise PartitionLabError("choose needs a cost model to propose plans")
-    return choose(analysis.graph, analysis.support, analysis.cost_model,
-                  bindings_from_relay(analysis.relay), k=k, device=device,
-                  max_seconds=seconds).plan
+    path = Path(profile_cache) if isinstance(profile_cache, (str, PathLike)) else None
+    cache = ProfileCache.load(path) if path is not None else (
+        profile_cache if isinstance(profile_cache, ProfileCache) else None)
+    runner = TorchRunner(device)
+    key = decision_key(analysis.graph, analysis.support, runner.device_key())
+    if cache is not None:
+        kept = reuse(cache, key, analysis.graph, analysis.support)
+        if kept is not None:
+            return kept
+    choice = choose(analysis.graph, analysis.support, analysis.cost_model,
+                    bindings_from_relay(analysis.relay), k=k, device=device,
+                    max_seconds=seconds, runner=f"torch executor ({runner.device_key()})")
+    if cache is not None and choice.timed:
+        remember(cache, key, choice, analysis.graph.name)
+        if path is not None:
+            cache.save(path)
+    return choice.plan
 
 
 def compare(

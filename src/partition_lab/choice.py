@@ -14,6 +14,10 @@ The runner is the PyTorch plan executor
 the host on the CPU, seeded synthetic weights): on a GPU machine it times what the executor
 runs there; on a CPU the accelerators are stand-ins and the choice says so.
 
+A decision is kept in the profile cache (:func:`remember`, under :func:`decision_key`: the
+graph, what each op may run on, the platform and the runner's device) and reused without timing
+(:func:`reuse`) when the same model is partitioned on the same platform and device again.
+
 >>> result = choose(graph, support, cost_model, bindings, k=3, device="cuda")  # doctest: +SKIP
 >>> result.chosen, result.plan.strategy                                         # doctest: +SKIP
 """
@@ -21,6 +25,7 @@ runs there; on a CPU the accelerators are stand-ins and the choice says so.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import math
 import statistics
 import time
@@ -74,6 +79,11 @@ class Choice:
     runner: str
     reason: str
     elapsed_s: float = 0.0
+
+    @property
+    def timed(self) -> bool:
+        """Whether the candidates were timed (False when timing failed or was not needed)."""
+        return any(c.measured_s for c in self.candidates[1:])
 
     @property
     def plan(self) -> PartitionPlan:
@@ -205,6 +215,57 @@ def measure_and_decide(candidates: Sequence[Candidate], timer: TimeFn, runner: s
     return Choice(candidates, chosen, runner, reason, time.perf_counter() - start)
 
 
+# ---------------------------------------------------------------------------- keeping decisions
+def decision_key(graph: OpGraph, support: Support, runner_key: str) -> str:
+    """What a decision depends on, as a hex digest: every op's signature and the devices that
+    may run it, the edges and graph inputs, the platform's devices, and the runner's device key
+    (hardware and software). Any change makes another key, so a stale decision is never reused.
+    """
+    from .cost_models.signatures import op_signature
+
+    digest = hashlib.sha256()
+    for part in (support.platform.name, *support.platform.names, runner_key):
+        digest.update(part.encode() + b"\0")
+    for node in graph.nodes:
+        digest.update(f"{op_signature(node)}|{support.allowed(node.id)}\0".encode())
+    edges = sorted((u, v, tuple(d.get("indices", ()))) for u, v, d in graph.nx.edges(data=True))
+    digest.update(repr(edges).encode())
+    digest.update(repr(sorted((n, str(t.spec)) for n, t in graph.graph_inputs.items())).encode())
+    return digest.hexdigest()
+
+
+def remember(cache: Any, key: str, choice: Choice, model: str = "") -> None:
+    """Keep ``choice`` in ``cache`` (a :class:`~partition_lab.profiling.cache.ProfileCache`)
+    under ``key``: the chosen plan's strategy and devices and the choice record."""
+    from .profiling.cache import now_iso
+
+    plan = choice.plan
+    cache.choices[key] = {"strategy": plan.strategy, "model": model,
+                          "devices": [d.device for d in plan.decisions],
+                          "choice": choice.to_dict(), "measured_at": now_iso()}
+
+
+def reuse(cache: Any, key: str, graph: OpGraph, support: Support) -> PartitionPlan | None:
+    """The plan kept in ``cache`` under ``key``, rebuilt on ``graph`` and validated, its
+    ``choice`` marked ``"reused": true``; None where there is none or it no longer fits."""
+    from .errors import PlanError
+
+    record = getattr(cache, "choices", {}).get(key)
+    if record is None or len(record["devices"]) != len(graph) \
+            or not set(record["devices"]) <= set(support.platform.names):
+        return None
+    reason = record["choice"].get("reason", "")
+    try:
+        plan = PartitionPlan.from_devices(
+            graph, support, record["strategy"], record["devices"],
+            notes=[f"measured choice (kept in the profile cache since {record['measured_at']}, "
+                   f"not timed again): {reason}"])
+        plan.validate()
+    except (PlanError, KeyError, ValueError):
+        return None
+    return dataclasses.replace(plan, choice={**record["choice"], "reused": True})
+
+
 def torch_timer(graph: OpGraph, bindings: Sequence[Sequence[Any]], *, device: str = "cpu",
                 rounds: int = 30, min_rounds: int = 6, max_seconds: float = 20.0,
                 seed: int = 0) -> TimeFn:
@@ -229,5 +290,5 @@ def torch_timer(graph: OpGraph, bindings: Sequence[Sequence[Any]], *, device: st
     return timer
 
 
-__all__ = ["Candidate", "Choice", "choose", "decide", "measure_and_decide", "propose",
-           "torch_timer"]
+__all__ = ["Candidate", "Choice", "choose", "decide", "decision_key", "measure_and_decide",
+           "propose", "remember", "reuse", "torch_timer"]

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -190,6 +191,9 @@ class ProfileCache:
 
     devices: dict[str, DeviceEntry] = field(default_factory=dict)
     bindings: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: Measured choices (:mod:`partition_lab.choice`) by decision key (model, support, platform,
+    #: runner): the chosen plan's devices and the choice record, reused without timing.
+    choices: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     # ------------------------------------------------------------------ files
     @classmethod
@@ -234,12 +238,22 @@ class ProfileCache:
                     raise ProfileError(f"profile cache {where}: bindings[{platform!r}] binds "
                                        f"{device!r} to {key!r}, which has no entry; {FIX}")
             cache.bindings[str(platform)] = {str(d): str(k) for d, k in mapping.items()}
+        choices = data.get("choices", {})
+        if not isinstance(choices, Mapping):
+            raise ProfileError(f"profile cache {where}: 'choices' must be an object; {FIX}")
+        _string_keys(choices, f"profile cache {where}: choices")
+        for key, record in choices.items():
+            cache.choices[key] = _choice_record(record, f"profile cache {where}: "
+                                                        f"choices[{key[:16]!r}...]")
         return cache
 
     def to_dict(self) -> dict[str, Any]:
-        return {"schema": SCHEMA,
+        data = {"schema": SCHEMA,
                 "devices": {key: self.devices[key].to_dict() for key in sorted(self.devices)},
                 "bindings": {p: dict(sorted(m.items())) for p, m in sorted(self.bindings.items())}}
+        if self.choices:  # only where a choice was made: other caches read as before
+            data["choices"] = {key: self.choices[key] for key in sorted(self.choices)}
+        return data
 
     def save(self, path: str | Path, *, merge: bool = True) -> Path:
         """Write the cache to ``path`` atomically (a temporary file, then a rename).
@@ -268,6 +282,8 @@ class ProfileCache:
                 self.devices[key] = entry
         self.bindings.clear()
         self.bindings.update(merged.bindings)
+        self.choices.clear()
+        self.choices.update(merged.choices)
 
     # ------------------------------------------------------------------ merging
     def merge(self, other: ProfileCache) -> ProfileCache:
@@ -281,6 +297,7 @@ class ProfileCache:
                 self.devices[key] = fresh
         for platform, mapping in other.bindings.items():
             self.bindings[platform] = dict(mapping)
+        self.choices.update(other.choices)  # a later decision replaces an earlier one
         return self
 
     # ------------------------------------------------------------------ lookups
@@ -356,6 +373,35 @@ def _bad(where: str, key: str, expected: str, value: Any) -> NoReturn:
     shown = repr(value)
     shown = shown if len(shown) <= 80 else shown[:77] + "..."  # one line, however big the value
     raise ProfileError(f"{where}.{key} must be {expected}, got {shown}; {FIX}")
+
+
+def _choice_record(record: Any, where: str) -> dict[str, Any]:
+    """A kept measured choice: the chosen plan's strategy, one device name per node, the
+    choice record (its times non-negative and finite), when it was made."""
+    if not isinstance(record, Mapping):
+        raise ProfileError(f"{where} must be an object; {CHOICE_FIX}")
+    devices = record.get("devices")
+    if not isinstance(devices, list) or not devices or not all(
+            isinstance(d, str) and d for d in devices):
+        raise ProfileError(f"{where}.devices must be a non-empty list of device names; "
+                           f"{CHOICE_FIX}")
+    for key in ("strategy", "measured_at"):
+        if not isinstance(record.get(key), str):
+            raise ProfileError(f"{where}.{key} must be a string; {CHOICE_FIX}")
+    choice = record.get("choice")
+    if not isinstance(choice, Mapping) or not isinstance(choice.get("candidates"), list):
+        raise ProfileError(f"{where}.choice must be an object with candidates; {CHOICE_FIX}")
+    for candidate in choice["candidates"]:
+        times = candidate.get("measured_s") if isinstance(candidate, Mapping) else None
+        if not isinstance(times, list) or not all(
+                isinstance(t, (int, float)) and not isinstance(t, bool) and math.isfinite(t)
+                and t >= 0 for t in times):
+            raise ProfileError(f"{where}.choice: every candidate's measured_s must be a list "
+                               f"of finite non-negative seconds; {CHOICE_FIX}")
+    return dict(record)
+
+
+CHOICE_FIX = "delete the entry under 'choices' and choose again (partition --choose)"
 
 
 def _string_keys(data: Mapping[Any, Any], where: str) -> None:
