@@ -6,10 +6,13 @@ cost model (the suite's H200 profile, protocol (a)) proposes greedy and the ``--
 distinct plans by mean and by optimism (:func:`partition_lab.choice.propose`); a bundle of those
 candidates is written with their predictions.
 
-``run`` (there): per bundle, round A is the choice itself
+``prepare`` also keeps the source bundle's other distinct plans (every strategy under both
+protocols, the hand-made variants, the all-GPU baseline) as ``other:NAME``, never offered to
+the choice. ``run`` (there): per bundle, round A is the choice itself
 (:func:`partition_lab.choice.measure_and_decide` with the PyTorch executor on the GPU); round B
-times the same candidates again in turns (new executors, new rounds), so the chosen plan is
-judged on times that did not choose it. Written after every bundle.
+times the candidates and, with ``--all``, those other plans again in turns (new executors, new
+rounds), so the chosen plan is judged on times that did not choose it, against the best plan
+timed in the same run. Written after every bundle.
 
     python bench/gpu/choose_suite.py prepare --cache bench/results/gpu_suite_cache.json \\
         --bundles .gpu_bundle/suite_planned/s_* --out .gpu_bundle/choose --k 3
@@ -40,19 +43,30 @@ def prepare(bundles: list[Path], cache: Path, out: Path, k: int) -> None:
             support = next(iter(bundle.plans.values())).support
             model = ProfiledCostModel(data, support.platform)
             candidates = propose(bundle.graph, support, model, k)
+            seen = {_placement(c.plan) for c in candidates}
+            others = {}
+            for name, plan in bundle.plans.items():
+                if _placement(plan) not in seen:
+                    seen.add(_placement(plan))
+                    others[f"other:{name}"] = plan
             meta = {**bundle.meta, "candidates": [
                 {"plan": c.name, "predicted_s": c.predicted_s, "sigma_s": c.sigma_s}
                 for c in candidates], "cost_model": model.name}
             target = out / folder.name / path.name
             target.parent.mkdir(parents=True, exist_ok=True)
             write_bundle(target, Bundle(bundle.graph, bundle.bindings,
-                                        {c.name: c.plan for c in candidates}, meta,
+                                        {c.name: c.plan for c in candidates} | others, meta,
                                         support.platform))
             print(f"{folder.name}/{path.name}: {[c.name for c in candidates]} "
                   f"({time.perf_counter() - start:.1f} s)", flush=True)
 
 
-def run(bundles: list[Path], device: str, out: Path, seconds: float) -> None:
+def _placement(plan: Any) -> tuple[str, ...]:
+    return tuple(d.device for d in plan.decisions)
+
+
+def run(bundles: list[Path], device: str, out: Path, seconds: float, every: bool,
+        seconds_b: float) -> None:
     from partition_lab.choice import Candidate, measure_and_decide, torch_timer
     from partition_lab.executors.graph_io import read_bundle
 
@@ -65,7 +79,11 @@ def run(bundles: list[Path], device: str, out: Path, seconds: float) -> None:
             timer = torch_timer(bundle.graph, bundle.bindings, device=device, rounds=200,
                                 min_rounds=6, max_seconds=seconds)
             choice = measure_and_decide(candidates, timer, f"torch executor ({device})")
-            again = timer({c.name: c.plan for c in candidates})  # round B: judge the choice
+            judged = {c.name: c.plan for c in candidates}
+            if every:
+                judged |= {n: p for n, p in bundle.plans.items() if n.startswith("other:")}
+            again = torch_timer(bundle.graph, bundle.bindings, device=device, rounds=200,
+                                min_rounds=6, max_seconds=seconds_b)(judged)  # round B
             greedy_b = again["greedy"]
             rows.append({
                 "model": bundle.meta.get("model", path.name[:-8]), "bundle":
@@ -92,12 +110,14 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--bundles", type=Path, nargs="+", required=True)
     r.add_argument("--device", default="cuda")
     r.add_argument("--out", type=Path, required=True)
-    r.add_argument("--seconds", type=float, default=5.0)
+    r.add_argument("--seconds", type=float, default=5.0, help="round A, per bundle")
+    r.add_argument("--all", action="store_true", help="round B also times the other plans")
+    r.add_argument("--seconds-b", type=float, default=5.0, help="round B, per bundle")
     args = parser.parse_args(argv)
     if args.command == "prepare":
         prepare(args.bundles, args.cache, args.out, args.k)
     else:
-        run(args.bundles, args.device, args.out, args.seconds)
+        run(args.bundles, args.device, args.out, args.seconds, args.all, args.seconds_b)
     return 0
 
 
