@@ -55,6 +55,12 @@ IN_GRAPH_MEASURED_SIGMA = 0.1
 #: profiled, measured on whole plans timed twice (``bench/results/gpu_stability.json``), not
 #: fitted to the cost model's errors.
 DRIFT_SIGMA = 0.2
+#: Calibration of the stated sigmas, fitted on plans timed on one H200 instance (the suite's
+#: run 1) and checked on another (run 2) and leave-one-model-out (``bench/calibrate_sigma.py``,
+#: ``bench/results/sigma_calibration.json``): the factor that makes +-2 sd cover 95% of the
+#: measured gains over greedy (the robust rule's test), and of the plans' totals.
+GAIN_SIGMA_SCALE = 4.31
+TOTAL_SIGMA_SCALE = 2.24
 #: Signatures with both times an op class needs before its in-graph / alone ratio is its own.
 MIN_RATIO = 5
 #: (ln p90 - ln p10) of a normal distribution, in standard deviations.
@@ -120,6 +126,13 @@ class _Entry:
         return statistics.median(self.spread.values()) if self.spread else 0.0
 
 
+def _scale(value: float | None, default: float, name: str) -> float:
+    scale = default if value is None else float(value)
+    if not (math.isfinite(scale) and scale > 0):
+        raise ProfileError(f"{name} must be a positive number, got {value!r}")
+    return scale
+
+
 class ProfiledCostModel:
     """Op, copy and region times of a platform from a profile cache, with uncertainties.
 
@@ -182,9 +195,15 @@ class ProfiledCostModel:
     def __init__(self, cache: Any, platform: Platform, *, binding: Mapping[str, str] | None = None,
                  fallback: CostModel | None = None,
                  in_graph_sigma: float | Mapping[str, float] | None = None,
-                 drift_sigma: float | None = None) -> None:
+                 drift_sigma: float | None = None, gain_sigma_scale: float | None = None,
+                 total_sigma_scale: float | None = None) -> None:
         self.platform = require_platform(platform, "ProfiledCostModel")
         self.drift_sigma = DRIFT_SIGMA if drift_sigma is None else float(drift_sigma)
+        #: Calibration of the stated sigmas where decisions and totals use them
+        #: (strategies/robust.py: ``gain_sigma``, ``plan_sigma``).
+        self.gain_sigma_scale = _scale(gain_sigma_scale, GAIN_SIGMA_SCALE, "gain_sigma_scale")
+        self.total_sigma_scale = _scale(total_sigma_scale, TOTAL_SIGMA_SCALE,
+                                        "total_sigma_scale")
         self.cache = read_profile_cache(cache)
         if in_graph_sigma is None:
             in_graph_sigma = IN_GRAPH_SIGMA

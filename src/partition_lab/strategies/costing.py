@@ -122,6 +122,9 @@ class CostTables:
         self.cross_sigma = max((transfer_sigma(1e6, reps[a], reps[b]) for a, b in pairs),
                                default=0.0) if transfer_sigma else 0.0
         self.drift_sigma = [device_sigma(name) if device_sigma else 0.0 for name in names]
+        # A model calibrated on measurements widens what it states (ProfiledCostModel).
+        self.gain_scale = float(getattr(model, "gain_sigma_scale", 1.0))
+        self.total_scale = float(getattr(model, "total_sigma_scale", 1.0))
 
     @property
     def tensor_count(self) -> int:

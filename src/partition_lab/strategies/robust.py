@@ -10,7 +10,8 @@ optional ``device_sigma(device)`` adds the error every op of a device shares (th
 when the plan runs vs when it was profiled, ``bench/gpu/stability.py``), applied to the change
 in that device's busy time, so a move of many ops is not judged as if their errors averaged out.
 Systematic errors beyond that (a profile 20% slow on every host op) are what ``min_gain`` is
-for.
+for. A cost model may calibrate what it states (``gain_sigma_scale``, ``total_sigma_scale``:
+factors fitted on measured plans; the profiled model's are in ``cost_models/profiled.py``).
 
 :func:`decide` keeps greedy's plan unless ``gain > max(z * sigma(gain), min_gain * greedy)``:
 plans predicted a few percent faster have measured slower (CHANGELOG, H200 runs).
@@ -77,7 +78,7 @@ def plan_sigma(tables: CostTables, device: Sequence[int], regions: Sequence[Sequ
         var += (tables.overhead_sigma[d] * tables.overhead[d]) ** 2
     busy = _busy(tables, device, range(len(device)), regions)
     var += sum((tables.drift_sigma[d] * t) ** 2 for d, t in busy.items())
-    return math.sqrt(var)
+    return tables.total_scale * math.sqrt(var)
 
 
 def _busy(tables: CostTables, device: Sequence[int], nodes: Iterable[int],
@@ -117,7 +118,7 @@ def gain_sigma(tables: CostTables, greedy: Sequence[int], greedy_regions: Sequen
     for d in set(before) | set(after):
         change = before.get(d, 0.0) - after.get(d, 0.0) + counts.get(d, 0) * tables.overhead[d]
         var += (tables.drift_sigma[d] * change) ** 2
-    return math.sqrt(var)
+    return tables.gain_scale * math.sqrt(var)
 
 
 def decide(tables: CostTables, greedy: Sequence[int], greedy_regions: Sequence[Sequence[int]],
