@@ -6,9 +6,9 @@ ONNX goes through ``tvm.relax.frontend.onnx.from_onnx``, which leaves no span on
 that users can exclude nodes by their ONNX names (neuron-cc's ``excl_node_names``) this loader
 puts the ONNX node name on each call the importer builds for a node, as Relay's importer did
 (``call.span.source_name.name``). It does so by wrapping the importer's per-node converter
-(``ONNXGraphImporter._convert_operator``, an internal of TVM); where a TVM lacks it the model
-still loads, with nodes named after their bindings. Calls an importer binds while converting a
-node (a reshaped bias) keep no span.
+(``ONNXGraphImporter._convert_operator``, an internal of TVM) and ``BlockBuilder.emit`` while
+the import runs; where a TVM lacks the converter method the model still loads, with nodes named
+after their bindings.
 
 PyTorch: ``tvm.relax.frontend.torch.from_exported_program`` (torch is not a dependency).
 """
@@ -79,7 +79,9 @@ def from_onnx(model: Any, shapes: Shapes | None = None, *,
 
 @contextlib.contextmanager
 def _named_calls() -> Iterator[None]:
-    """While importing, wrap the ONNX importer's converter so that calls carry node names."""
+    """While importing, put the ONNX node's name on the calls its conversion builds: those it
+    binds itself (``bb.emit``: a Conv's conv2d before the bias add, a BatchNormalization's
+    batch_norm) and those in the expression it returns."""
     try:
         from tvm.relax.frontend.onnx.onnx_frontend import ONNXGraphImporter
     except ImportError:
@@ -89,21 +91,49 @@ def _named_calls() -> Iterator[None]:
     if original is None:
         yield
         return
+    original_emit = relax.BlockBuilder.emit
+    original_normalize = relax.BlockBuilder.normalize
+    current: list[tuple[Any, list[Any]]] = []  # (span, operands) of the node being converted
 
     def convert(self: Any, op_name: str, inputs: Any, attrs: dict, opset: int) -> Any:
-        result = original(self, op_name, inputs, attrs, opset)
-        node_name = (attrs.get("tvm_custom") or {}).get("name") or ""
-        if not node_name or not isinstance(result, tvm.ir.Expr):
-            return result
-        span = tvm.ir.Span(tvm.ir.SourceName(str(node_name)), 0, 0, 0, 0)
-        stop = [x for x in inputs if isinstance(x, tvm.ir.Expr)]
-        return self.bb.normalize(_with_span(result, span, stop))
+        node_name = str((attrs.get("tvm_custom") or {}).get("name") or "")
+        if not node_name:
+            return original(self, op_name, inputs, attrs, opset)
+        span = tvm.ir.Span(tvm.ir.SourceName(node_name), 0, 0, 0, 0)
+        current.append((span, [x for x in inputs if isinstance(x, tvm.ir.Expr)]))
+        try:
+            return original(self, op_name, inputs, attrs, opset)
+        finally:
+            current.pop()
+
+    # Every call a conversion builds passes through emit or normalize (the importer normalizes
+    # the expression a converter returns, binding the calls nested in it).
+    def emit(self: Any, expr: Any, name_hint: str = "") -> Any:
+        if current:
+            expr = _with_span(expr, *current[-1])
+        return original_emit(self, expr, name_hint)
+
+    def normalize(self: Any, expr: Any) -> Any:
+        if not current:
+            return original_normalize(self, expr)
+        result = original_normalize(self, _with_span(expr, *current[-1]))
+        # Normalizing binds the nested calls and rebuilds the outer one without its span: name
+        # the rebuilt call again (its arguments are variables now, so it stays as it is).
+        if isinstance(result, tvm.ir.Call) and not _has_name(result):
+            span = current[-1][0]
+            result = original_normalize(self, relax.Call(result.op, result.args, result.attrs,
+                                                         result.ty_args, span))
+        return result
 
     ONNXGraphImporter._convert_operator = convert
+    relax.BlockBuilder.emit = emit
+    relax.BlockBuilder.normalize = normalize
     try:
         yield
     finally:
         ONNXGraphImporter._convert_operator = original
+        relax.BlockBuilder.emit = original_emit
+        relax.BlockBuilder.normalize = original_normalize
 
 
 def _with_span(expr: Any, span: Any, stop: list[Any]) -> Any:
@@ -112,8 +142,17 @@ def _with_span(expr: Any, span: Any, stop: list[Any]) -> Any:
     if any(expr.same_as(s) for s in stop):
         return expr
     if isinstance(expr, tvm.ir.Call):
+        if _has_name(expr):  # named already (an earlier emit, or another node's call)
+            return expr
         args = [_with_span(a, span, stop) for a in expr.args]
         return relax.Call(expr.op, args, expr.attrs, expr.ty_args, span)
     if isinstance(expr, relax.Tuple):
         return relax.Tuple([_with_span(f, span, stop) for f in expr.fields])
+    if isinstance(expr, relax.TupleGetItem):  # batch_norm's converter returns its item 0
+        return relax.TupleGetItem(_with_span(expr.tuple_value, span, stop), expr.index)
     return expr
+
+
+def _has_name(call: Any) -> bool:
+    span = call.span
+    return span is not None and span.source_name is not None and bool(span.source_name.name)

@@ -204,7 +204,7 @@ class _Reader:
                 proto = self._binding(binding)
                 if proto is not None:
                     protos.append(proto)
-        _fill_names(protos, self.hints, self.edges)
+        _fill_names(protos, self.hints)
         names = _unique_names([(p["op"], p["source_name"], p["var"]) for p in protos])
         nodes = []
         views = []
@@ -296,15 +296,11 @@ class _Reader:
         raise PartitionLabError(f"unsupported Relax expression {type(expr).__name__}: {expr}")
 
 
-def _fill_names(protos: list[dict[str, Any]], hints: list[tuple[str, str | None]],
-                edges: list[tuple[int, int, int]]) -> None:
-    """Source names for nodes whose call has no span.
-
-    1. By op order: the k-th call of an op takes the name of the k-th call of that op before
-       preparation, where the count of that op did not change (the passes rebuild calls).
-    2. From consumers: a call all of whose consumers carry one name takes it (the ONNX
-       importer binds a Conv's conv2d before the bias add it returns; the casts and transposes
-       the passes insert belong to the op they feed).
+def _fill_names(protos: list[dict[str, Any]], hints: list[tuple[str, str | None]]) -> None:
+    """Source names for nodes whose call lost its span in preparation, by op order: the k-th
+    call of an op takes the name of the k-th call of that op before preparation, where the
+    passes left the count of that op unchanged (they rebuild calls without spans; the casts and
+    transposes they insert stay unnamed, as Relay's passes leave theirs).
     """
     mine: dict[str, list[int]] = {}
     for i, proto in enumerate(protos):
@@ -317,14 +313,6 @@ def _fill_names(protos: list[dict[str, Any]], hints: list[tuple[str, str | None]
             for i, source in zip(ids, theirs[op], strict=True):
                 if protos[i]["source_name"] is None:
                     protos[i]["source_name"] = source
-    consumers: dict[int, set[int]] = {}
-    for producer, _, consumer in edges:
-        consumers.setdefault(producer, set()).add(consumer)
-    for i in reversed(range(len(protos))):
-        if protos[i]["source_name"] is None and consumers.get(i):
-            names = {protos[c]["source_name"] for c in consumers[i]}
-            if len(names) == 1 and None not in names:
-                protos[i]["source_name"] = names.pop()
 
 
 def _span_name(call: Any) -> str | None:

@@ -163,10 +163,13 @@ def _matmul(relax_op: str, attrs: dict[str, Any], operands: tuple[Operand, ...])
     a, b = operands
     extra = {"out_dtype": attrs.get("out_dtype", "")}
     if len(b.spec.shape) == 2 and len(a.spec.shape) >= 2:
-        # dense(a, transpose(b)): the weight as [units, in]; a constant b is one weight.
+        # Relay's importers write dense(reshape(a, [M, K]), transpose(b)) (reshaped back after):
+        # the data as 2-D [M, K], the weight as [units, in]; a constant b is one weight.
+        rows = math.prod(a.spec.shape[:-1])
+        data = Operand(TensorType((rows, a.spec.shape[-1]), a.spec.dtype), a.weight)
         weight = Operand(_transposed_last_two(b.spec), b.weight)
-        return RelayView("nn.dense", {"units": b.spec.shape[1], **extra}, (a, weight), relax_op,
-                         ("rhs presented transposed ([units, in]) as nn.dense takes it",))
+        return RelayView("nn.dense", {"units": b.spec.shape[1], **extra}, (data, weight),
+                         relax_op, ("presented as Relay's dense: data [M, K], weight [units, in]",))
     rank = len(a.spec.shape)
     if rank >= 3 and len(b.spec.shape) == rank and a.spec.shape[:-2] == b.spec.shape[:-2]:
         batch = math.prod(a.spec.shape[:-2])
