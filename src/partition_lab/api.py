@@ -17,13 +17,13 @@ import tvm
 
 from ._optional import tvm_has_relay
 from .comparison import Comparison, compare_plans
+from .core.annotate import support_table
 from .core.graph import OpGraph
 from .core.plan import PartitionPlan
 from .core.platform import Platform
 from .core.support import Support, Verdict
 from .cost_models import get_cost_model
 from .cost_models.base import CostBreakdown, CostModel, evaluate
-from .core.annotate import support_table
 from .errors import PartitionLabError
 from .strategies import default_strategy, get_strategy
 from .targets import TargetSpec, get_platform

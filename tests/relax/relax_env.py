@@ -11,8 +11,6 @@ def relax_tvm_installed() -> bool:
     """apache-tvm >= 0.20 is the installed ``tvm`` (read from its metadata: no import)."""
     if importlib.util.find_spec("tvm") is None:
         return False
-    from importlib import metadata
-
     for dist in ("apache-tvm",):
         try:
             version = metadata.version(dist)

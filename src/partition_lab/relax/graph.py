@@ -119,7 +119,7 @@ class _Unknown:
 
 
 def _is_int(dim: Any) -> bool:
-    return isinstance(dim, int) or (isinstance(dim, tvm.tirx.IntImm))
+    return isinstance(dim, (int, tvm.tirx.IntImm))
 
 
 def _int(dim: Any) -> int:
