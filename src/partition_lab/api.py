@@ -17,7 +17,6 @@ import tvm
 
 from ._optional import tvm_has_relay
 from .comparison import Comparison, compare_plans
-from .core.annotate import support_table
 from .core.graph import OpGraph
 from .core.plan import PartitionPlan
 from .core.platform import Platform
@@ -27,6 +26,7 @@ from .cost_models.base import CostBreakdown, CostModel, evaluate
 from .errors import PartitionLabError
 from .strategies import default_strategy, get_strategy
 from .targets import TargetSpec, get_platform
+from .targets.annotate import support_table
 
 if tvm_has_relay():  # TVM <= 0.19; apache-tvm >= 0.20 is Relax only: partition_lab.relax
     from tvm import relay

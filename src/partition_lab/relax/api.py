@@ -18,13 +18,13 @@ from typing import Any
 import tvm
 
 from ..api import Analysis, PartitionResult
-from ..core.annotate import support_table
 from ..core.platform import Platform
 from ..cost_models import get_cost_model
 from ..cost_models.base import CostModel, evaluate
 from ..errors import PartitionLabError
 from ..strategies import default_strategy, get_strategy
 from ..targets import TargetSpec, get_platform
+from ..targets.annotate import support_table
 from .graph import RelaxGraph, relax_graph, source_names
 from .outline import OutlinedFunction, outline_regions
 from .prepare import bind_params, prepare

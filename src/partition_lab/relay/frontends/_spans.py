@@ -14,7 +14,7 @@ from tvm import relay
 
 # The repeated-call suffix (``layer1.0.relu#2``) is defined once, beside the TVM-free support
 # table that reads it.
-from ...core.annotate import first_call_name  # noqa: F401
+from ...targets.annotate import first_call_name  # noqa: F401
 
 
 def make_span(name: str) -> tvm.ir.Span:

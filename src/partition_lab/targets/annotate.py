@@ -12,11 +12,11 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from .._audience import option
+from ..core.graph import OpGraph
+from ..core.patterns import Unit, find_units, pattern_library
+from ..core.platform import HOST, Platform
+from ..core.support import Support, Verdict, host_verdict
 from ..errors import ExclusionError
-from .graph import OpGraph
-from .patterns import Unit, find_units, pattern_library
-from .platform import HOST, Platform
-from .support import Support, Verdict, host_verdict
 
 #: The suffix a frontend gives the second, third... call of one source node, where the source
 #: reuses a name (a PyTorch module called several times: ``layer1.0.relu#2``).
