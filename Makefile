@@ -3,6 +3,8 @@
 #   make test   - lint and run the test suite (Python 3.11 with the [mxnet] extra)
 # and one for the newest Python that pyenv has (CI runs it after make test):
 #   make test-py [PY=3.13]   - the suite on that Python, without MXNet (its tests skip)
+# and one for the Relax adapter (apache-tvm 0.27, its own venv; CI runs it last):
+#   make test-relax [RELAX_PY=3.12]   - tests/relax in .venv-relax
 SHELL := /bin/bash
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
@@ -19,8 +21,13 @@ SUPPORTED_PY := 3.13 3.12
 PY ?= $(or $(firstword $(foreach v,$(SUPPORTED_PY),$(if $(wildcard $(PYENV_VERSIONS)/$(v).*/bin/python),$(v)))),none)
 PY_PYTHON = $(shell ls -d $(PYENV_VERSIONS)/$(PY).*/bin/python 2>/dev/null | sort -V | tail -n 1)
 PY_VENV = .venv-py$(PY)
+# test-relax: apache-tvm 0.27 and the TVM 0.19 wheel both install `tvm`, so the Relax stack has a
+# venv of its own: requirements-relax.txt, then this package with --no-deps (no TVM 0.19).
+RELAX_PY ?= 3.12
+RELAX_PYTHON = $(shell ls -d $(PYENV_VERSIONS)/$(RELAX_PY).*/bin/python 2>/dev/null | sort -V | tail -n 1)
+RELAX_VENV = .venv-relax
 
-.PHONY: setup demo test test-py print-py bench lint clean
+.PHONY: setup demo test test-py test-relax print-py bench lint clean
 
 setup: $(VENV)/.installed
 
@@ -62,10 +69,21 @@ $(PY_VENV)/.installed: setup.cfg pyproject.toml
 	$(PY_VENV)/bin/pip install -q -e '.[test]'
 	@touch $@
 
+test-relax: $(RELAX_VENV)/.installed
+	PARTITION_LAB_REQUIRE_MXNET=0 PARTITION_LAB_REQUIRE_TORCH=0 $(RELAX_VENV)/bin/python -m pytest -q tests/relax
+
+$(RELAX_VENV)/.installed: requirements-relax.txt setup.cfg pyproject.toml
+	@[ -n "$(RELAX_PYTHON)" ] || { echo "test-relax: no Python $(RELAX_PY) in $(PYENV_VERSIONS) (pyenv install $(RELAX_PY), or RELAX_PY=3.13)" >&2; exit 1; }
+	@[ -x $(RELAX_VENV)/bin/python ] || $(RELAX_PYTHON) -m venv $(RELAX_VENV)
+	$(RELAX_VENV)/bin/pip install -q --upgrade pip
+	$(RELAX_VENV)/bin/pip install -q -r requirements-relax.txt
+	$(RELAX_VENV)/bin/pip install -q --no-deps -e .
+	@touch $@
+
 bench: setup
 	$(BIN)/python bench/bench_partition.py
 	$(BIN)/python bench/bench_strategies.py
 	$(BIN)/python bench/load_times.py
 
 clean:
-	rm -rf $(VENV) .venv-py3.* out .pytest_cache
+	rm -rf $(VENV) .venv-py3.* $(RELAX_VENV) out .pytest_cache

@@ -27,7 +27,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("comparison",),
     ("relay", "executors", "render"),
     ("zoo",),
-    ("api",),
+    ("api", "relax"),  # relax: the Relax adapter, whose analyze/partition build api's results
     ("profiling",),
     ("cli", "__init__"),
 )

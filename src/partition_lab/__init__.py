@@ -11,6 +11,7 @@ Public API (TVM is imported only when a name that needs it is first used)::
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from typing import Any
 
 from .core.graph import OpGraph, OpGraphBuilder, TensorType
@@ -24,6 +25,7 @@ __version__ = "0.1.0"
 _LAZY = {
     "load_model": ("partition_lab.relay.frontends", "load_model"),
     "partition": ("partition_lab.api", "partition"),
+    "analyze": ("partition_lab.api", "analyze"),
     "PartitionResult": ("partition_lab.api", "PartitionResult"),
     "compare": ("partition_lab.api", "compare"),
     "profile": ("partition_lab.profiling", "profile"),
@@ -43,6 +45,8 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
         module, attr = _LAZY[name]
+        if name == "load_model" and _relax_only():
+            module = "partition_lab.relax.frontends"
         return getattr(importlib.import_module(module), attr)
     raise AttributeError(f"module 'partition_lab' has no attribute {name!r}")
 
@@ -50,3 +54,10 @@ def __getattr__(name: str) -> Any:
 def __dir__() -> list[str]:
     """The public names, the lazily imported ones included (``dir(partition_lab)``)."""
     return sorted({*globals(), *__all__})
+
+
+def _relax_only() -> bool:
+    """apache-tvm >= 0.20 is installed (Relax, no Relay): load_model uses the Relax loader."""
+    from ._optional import tvm_has_relay
+
+    return importlib.util.find_spec("tvm") is not None and not tvm_has_relay()

@@ -18,13 +18,17 @@ from types import ModuleType
 
 from .errors import PartitionLabError
 
-__all__ = ["MXNET_FIX", "MissingDependencyError", "TRANSFORMERS_FIX", "require_mxnet",
-           "require_transformers"]
+__all__ = ["MXNET_FIX", "MissingDependencyError", "RELAX_FIX", "TRANSFORMERS_FIX",
+           "require_mxnet", "require_transformers", "tvm_has_relay"]
 
 MXNET_FIX = "pip install 'partition-lab[mxnet]' (Python 3.11 only)"
 #: transformers builds the zoo's hf: models (BERT-base, DistilBERT); it is in the test extra
 #: only, not a dependency of the package.
 TRANSFORMERS_FIX = "pip install transformers==5.23.0 (it is in partition-lab's test extra)"
+#: apache-tvm >= 0.20 (the Relax adapter, partition_lab.relax) and the pinned TVM 0.19 wheel both
+#: install the module ``tvm``: the Relax stack lives in an environment of its own.
+RELAX_FIX = ("make test-relax builds one (.venv-relax), or in a new venv: pip install -r "
+             "requirements-relax.txt && pip install --no-deps partition-lab")
 # The first Python without a numpy that MXNet 1.9.1 accepts (numpy 1.23 stops at 3.11).
 _FIRST_PYTHON_WITHOUT_MXNET = (3, 12)
 
@@ -114,3 +118,12 @@ def _installed(name: str) -> bool:
     if name in sys.modules:
         return sys.modules[name] is not None
     return importlib.util.find_spec(name) is not None
+
+
+def tvm_has_relay() -> bool:
+    """Whether the installed TVM has Relay (TVM <= 0.19, the default stack); False for
+    apache-tvm >= 0.20 (Relax only, :mod:`partition_lab.relax`) and without TVM."""
+    try:
+        return importlib.util.find_spec("tvm.relay") is not None
+    except ImportError:  # no tvm at all
+        return False

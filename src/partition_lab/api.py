@@ -14,8 +14,8 @@ from os import PathLike
 from typing import Any
 
 import tvm
-from tvm import relay
 
+from ._optional import tvm_has_relay
 from .comparison import Comparison, compare_plans
 from .core.graph import OpGraph
 from .core.plan import PartitionPlan
@@ -24,12 +24,16 @@ from .core.support import Support, Verdict
 from .cost_models import get_cost_model
 from .cost_models.base import CostBreakdown, CostModel, evaluate
 from .errors import ArgumentError, PartitionLabError
-from .relay.passes.annotate import support_table
-from .relay.passes.outline import outline, with_compiler
-from .relay.passes.prepare import prepare
-from .relay.relay_graph import RelayGraph, relay_graph
 from .strategies import default_strategy, get_strategy
 from .targets import TargetSpec, get_platform
+from .targets.annotate import support_table
+
+if tvm_has_relay():  # TVM <= 0.19; apache-tvm >= 0.20 is Relax only: partition_lab.relax
+    from tvm import relay
+
+    from .relay.passes.outline import outline, with_compiler
+    from .relay.passes.prepare import prepare
+    from .relay.relay_graph import RelayGraph, relay_graph
 
 
 @dataclass(repr=False)
@@ -129,7 +133,13 @@ def analyze(
 
     ``target`` names a platform (see :func:`~partition_lab.targets.get_platform`);
     ``compiler`` sets the ``Compiler`` name of its BYOC device(s) (see :func:`partition`).
+    A Relax module (apache-tvm >= 0.20) goes to :func:`partition_lab.relax.analyze`.
     """
+    if is_relax_module(mod):
+        return _relax().analyze(mod, target, params=params, excl_node_names=excl_node_names,
+                                exclude_ops=exclude_ops, cost_model=cost_model,
+                                profile_cache=profile_cache, name=name, compiler=compiler,
+                                **target_options)
     check_module(mod)
     excl_node_names = name_list(excl_node_names, "excl_node_names", "['conv0']")
     exclude_ops = name_list(exclude_ops, "exclude_ops", "['nn.conv2d']")
@@ -192,10 +202,20 @@ def partition(
     model is partitioned on the same platform and device again.
 
     The plan is validated before the module is rewritten; the result explains every decision.
+    A Relax module (apache-tvm >= 0.20) goes to :func:`partition_lab.relax.partition`.
     """
     if choose is not None and strategy is not None:
         raise PartitionLabError(f"choose={choose} picks among every strategy's plans by timing "
                                 f"them: leave strategy ({strategy!r}) out")
+    if is_relax_module(mod):
+        if choose is not None:
+            raise PartitionLabError("choose= is not available for Relax modules yet (the "
+                                    "executor's bindings come from Relay); partition without it")
+        return _relax().partition(mod, target, params=params, strategy=strategy,
+                                  excl_node_names=excl_node_names, exclude_ops=exclude_ops,
+                                  cost_model=cost_model, profile_cache=profile_cache,
+                                  strategy_options=strategy_options, name=name,
+                                  compiler=compiler, **target_options)
     timings: dict[str, float] = {}
     start = time.perf_counter()
     analysis = analyze(mod, target, params=params, excl_node_names=excl_node_names,
@@ -334,3 +354,20 @@ def _module_name(mod: tvm.IRModule) -> str:
     if attrs is not None and "partition_lab.name" in attrs.keys():
         return str(attrs["partition_lab.name"])
     return ""
+
+
+# ---------------------------------------------------------------------------- Relax
+def is_relax_module(mod: Any) -> bool:
+    """Whether ``mod`` is a Relax module (its ``main`` a ``relax.Function``)."""
+    try:
+        main = mod["main"]
+    except (KeyError, TypeError, ValueError, AttributeError, RuntimeError):
+        return False
+    return type(main).__module__.startswith("tvm.relax")
+
+
+def _relax() -> Any:
+    """The Relax adapter (MissingDependencyError without apache-tvm >= 0.20)."""
+    import importlib
+
+    return importlib.import_module("partition_lab.relax")

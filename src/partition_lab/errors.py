@@ -33,6 +33,11 @@ class InputShapeError(PartitionLabError):
     """An input shape is missing, dynamic or malformed."""
 
 
+class SymbolicShapeError(InputShapeError):
+    """A Relax module has a symbolic dimension (``batch_size``); the message names it and how to
+    bind it (``tvm.relax.transform.BindSymbolicVars``, or a static shape when loading)."""
+
+
 class UnknownTargetError(PartitionLabError):
     """No target of that name; the message lists the known ones."""
 

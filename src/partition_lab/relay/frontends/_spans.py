@@ -7,20 +7,14 @@ Relay call's ``span.source_name.name``. Users exclude nodes by those names (neur
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 
 import tvm
 from tvm import relay
 
-#: The suffix a frontend gives the second, third... call of one source node, where the source
-#: reuses a name (a PyTorch module called several times: ``layer1.0.relu#2``).
-_REPEATED_CALL = re.compile(r"#\d+$")
-
-
-def first_call_name(name: str) -> str:
-    """``name`` without its repeated-call suffix: ``layer1.0.relu#2`` -> ``layer1.0.relu``."""
-    return _REPEATED_CALL.sub("", name)
+# The repeated-call suffix (``layer1.0.relu#2``) is defined once, beside the TVM-free support
+# table that reads it.
+from ...targets.annotate import first_call_name  # noqa: F401
 
 
 def make_span(name: str) -> tvm.ir.Span:
