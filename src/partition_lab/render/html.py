@@ -97,7 +97,11 @@ def script_json(data: Any) -> str:
     """JSON that is safe inside a ``<script>`` element: ``<``, ``>`` and ``&`` as ``\\u``
     escapes, so no name can close the element (``</script>``) or open a comment (``<!--``);
     non-finite numbers (JSON has none) become null."""
-    text = json.dumps(_finite(data), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    try:
+        text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except ValueError:  # rare (an infinite time or FLOP count): walking every value is slow
+        text = json.dumps(_finite(data), ensure_ascii=False, separators=(",", ":"),
+                          allow_nan=False)
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
@@ -145,7 +149,8 @@ class _Pool:
         self._index: dict[str, int] = {}
 
     def add(self, value: Any) -> int:
-        key = json.dumps(value, sort_keys=True)
+        # Most values are strings: their own key, without encoding them.
+        key = value if isinstance(value, str) else "\0" + json.dumps(value, sort_keys=True)
         if key not in self._index:
             self._index[key] = len(self.values)
             self.values.append(value)

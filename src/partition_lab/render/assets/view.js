@@ -43,6 +43,14 @@
     return text.length > MAX_CHARS ? text.slice(0, MAX_CHARS - 1) + "\u2026" : text;
   }
 
+  // A module path's end says most ("...attention.self/scaled_dot_product_attention#9"):
+  // keep its start and its end.
+  function clipMiddle(text) {
+    if (text.length <= MAX_CHARS) return text;
+    const head = 12;
+    return text.slice(0, head) + "\u2026" + text.slice(text.length - (MAX_CHARS - head - 1));
+  }
+
   function svgEl(tag, attrs, parent) {
     const el = document.createElementNS(NS, tag);
     for (const name in attrs) el.setAttribute(name, attrs[name]);
@@ -85,7 +93,7 @@
     const op = OPS[i];
     const lines = [op.o];
     const name = op.s || op.n;
-    if (name !== op.o + "_" + i) lines.push(clip(name));
+    if (name !== op.o + "_" + i) lines.push(clipMiddle(name));
     if (op.sh !== null) lines.push(clip(P[op.sh]));
     return lines;
   }
