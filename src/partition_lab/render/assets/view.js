@@ -293,6 +293,7 @@
     const group = svgEl("g", {}, parent);
     // Past a few hundred copies the labels cover each other: the tooltip keeps them.
     const labelled = placed.edges.length <= MAX_LABELLED;
+    const into = new Map();  // labels already placed above each head: the next goes higher
     placed.chains.forEach((chain, k) => {
       const edge = placed.edges[k];
       const cut = styled && edge[4];
@@ -305,8 +306,10 @@
         if (cut && labelled) {
           // Midway along the last segment, where the edge is nearest its consumer.
           const [a, b] = path.points.slice(-2);
-          const label = svgEl("text", {x: (a[0] + b[0]) / 2 + 4, y: (a[1] + b[1]) / 2,
-            class: "edge-label"}, group);
+          const stacked = into.get(edge[1]) || 0;
+          into.set(edge[1], stacked + 1);
+          const label = svgEl("text", {x: (a[0] + b[0]) / 2 + 4,
+            y: (a[1] + b[1]) / 2 - stacked * LINE, class: "edge-label"}, group);
           label.style.fill = DATA.cut_colour;
           label.textContent = edge[3].join(", ");
         }
