@@ -15,6 +15,8 @@ export TOPHUB_LOCATION := NONE
 # and so do the MXNet tests when MXNet is (make test installs the [mxnet] extra).
 export PARTITION_LAB_REQUIRE_TORCH := 1
 export PARTITION_LAB_REQUIRE_MXNET := 1
+# And the HTML view's browser tests when chromium or chromedriver is (make setup installs them).
+export PARTITION_LAB_REQUIRE_BROWSER := 1
 # test-py: PY is a minor version (3.12, 3.13); default the newest supported one pyenv has.
 PYENV_VERSIONS ?= $(or $(PYENV_ROOT),$(HOME)/.pyenv)/versions
 SUPPORTED_PY := 3.13 3.12
@@ -31,8 +33,10 @@ RELAX_VENV = .venv-relax
 
 setup: $(VENV)/.installed
 
+# chromium and chromium-driver: the HTML view's tests load it in headless Chromium.
 $(VENV)/.installed: setup.cfg pyproject.toml
-	@command -v dot >/dev/null || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q graphviz; }
+	@command -v dot >/dev/null && command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
+		{ $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q graphviz chromium chromium-driver; }
 	@[ -x $(BIN)/python ] || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[mxnet,test]'
@@ -63,7 +67,8 @@ $(PY_VENV)/.installed: setup.cfg pyproject.toml
 	@[ "$(PY)" != none ] || { echo "test-py: no Python 3.13 or 3.12 in $(PYENV_VERSIONS) (pyenv install 3.13)" >&2; exit 1; }
 	@[ -n "$(filter $(PY),3.11 $(SUPPORTED_PY))" ] || { echo "test-py: PY=$(PY) is not a supported Python (3.11, 3.12, 3.13)" >&2; exit 1; }
 	@[ -n "$(PY_PYTHON)" ] || { echo "test-py: no Python $(PY) in $(PYENV_VERSIONS) (pyenv install $(PY))" >&2; exit 1; }
-	@command -v dot >/dev/null || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q graphviz; }
+	@command -v dot >/dev/null && command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
+		{ $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q graphviz chromium chromium-driver; }
 	@[ -x $(PY_VENV)/bin/python ] || $(PY_PYTHON) -m venv $(PY_VENV)
 	$(PY_VENV)/bin/pip install -q --upgrade pip
 	$(PY_VENV)/bin/pip install -q -e '.[test]'

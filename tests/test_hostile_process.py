@@ -353,9 +353,9 @@ def test_an_expanded_drawing_over_the_node_budget_is_refused_before_dot(tmp_path
     assert code == 2 and err == [
         f"partition-lab: error: cannot draw {tmp_path / 'chain.svg'}: the drawing has 2001 ops "
         "(one node each when expanded) and graphviz needs minutes to hours or runs out of "
-        "memory laying out more than 2000; draw it collapsed (without --expand), write the "
-        f"DOT text instead (-o {tmp_path / 'chain.dot'}) or choose a strategy that makes "
-        "fewer regions"]
+        "memory laying out more than 2000; draw it collapsed (without --expand), explore it "
+        f"in the interactive view instead (-o {tmp_path / 'chain.html'}) or write the DOT "
+        f"text (-o {tmp_path / 'chain.dot'})"]
     assert snapshot(tmp_path) == before
 
 

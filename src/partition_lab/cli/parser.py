@@ -208,8 +208,9 @@ def _add_viz(commands: Any) -> None:
     shape.add_argument("--expand", dest="collapse", action="store_false",
                        help="one node per op")
     sub.add_argument("-o", "--output", metavar="PATH",
-                     help="output file; the suffix picks the format (.svg .png .pdf .dot); "
-                          "default <model>.<target>.<strategy>.svg")
+                     help="output file; the suffix picks the format (.svg .png .pdf .dot, or "
+                          ".html: the interactive view, for plans of any size); default "
+                          "<model>.<target>.<strategy>.svg")
     _add_gate_options(sub)
 
 

@@ -32,11 +32,14 @@ True
 
 The package is split by job: :mod:`.view` (what each region, op and cut shows: colours, reasons,
 cuts, header lines), :mod:`.dot` (the DOT graph from a view) and :mod:`.graphviz` (running
-``dot``, writing files atomically, drawings side by side).
+``dot``, writing files atomically, drawings side by side). :mod:`.html` writes the interactive
+view (``.html``: pan, zoom, search, regions that expand on click) for plans of any size, laid
+out by :mod:`.layered` instead of graphviz.
 """
 
 from .dot import COLLAPSE_ABOVE, CUT_COLOUR, draw
 from .graphviz import FORMATS, render_source, write, write_atomic, write_side_by_side
+from .html import write_html
 from .view import (
     TARGET_COLOURS,
     device_colours,
@@ -49,5 +52,5 @@ from .view import (
 __all__ = [
     "COLLAPSE_ABOVE", "CUT_COLOUR", "FORMATS", "TARGET_COLOURS", "device_colours", "draw",
     "format_bytes", "format_time", "render_source", "role_text", "target_colours", "write",
-    "write_atomic", "write_side_by_side",
+    "write_atomic", "write_html", "write_side_by_side",
 ]

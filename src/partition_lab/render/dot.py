@@ -23,6 +23,7 @@ from .view import (
     _Cut,
     _dot_id,
     _Flow,
+    _flow_lines,
     _histogram,
     _node_id,
     _op_lines,
@@ -209,14 +210,7 @@ def _add_island_summary(dot: graphviz.Digraph, view: _PlanView, region: Region) 
 
 
 def _add_flow_edge(dot: graphviz.Digraph, tail: str, head: str, flow: _Flow) -> None:
-    if flow.spec:
-        lines = [flow.spec, format_bytes(flow.nbytes)]
-    else:
-        lines = [f"{flow.tensors} tensors", format_bytes(flow.nbytes)]
-    if flow.cut_time is not None:
-        lines[-1] += f", copy {format_time(flow.cut_time)}"
-    elif flow.crosses and flow.costed:
-        lines.append("(copy counted on a sibling edge)")
+    lines = _flow_lines(flow)
     if flow.crosses:
         dot.edge(tail, head, label=_text(lines), color=CUT_COLOUR, fontcolor=CUT_COLOUR,
                  penwidth="2", tooltip=_text(lines))

@@ -17,8 +17,10 @@ from ..cost_models.base import CostBreakdown
 from ..errors import PartitionLabError
 from .dot import COLLAPSE_ABOVE, draw
 
-FORMATS = {".svg": "svg", ".png": "png", ".pdf": "pdf", ".dot": "dot", ".gv": "dot"}
-"""Output suffix -> graphviz format (``dot`` means the DOT source itself)."""
+FORMATS = {".svg": "svg", ".png": "png", ".pdf": "pdf", ".dot": "dot", ".gv": "dot",
+           ".html": "html"}
+"""Output suffix -> format: a graphviz one, ``dot`` (the DOT source itself) or ``html`` (the
+interactive view, :mod:`.html`, which graphviz does not draw and no budget limits)."""
 
 MAX_CLUSTERS = 60
 """The most accelerator regions (graphviz clusters) a rendered drawing may have.
@@ -55,7 +57,8 @@ def write(
     """Draw ``plan`` and write it to ``path``; the format comes from the suffix.
 
     ``.svg``, ``.png`` and ``.pdf`` are rendered by graphviz's ``dot``; ``.dot`` (or ``.gv``)
-    writes the DOT source. The file is written to a temporary name in the same directory and
+    writes the DOT source; ``.html`` writes the interactive view (:func:`.html.write_html`),
+    for plans of any size. The file is written to a temporary name in the same directory and
     renamed into place, so a failure leaves no partial file.
 
     Raises
@@ -65,6 +68,10 @@ def write(
     """
     path = _checked_output(path)
     fmt = FORMATS[path.suffix.lower()]
+    if fmt == "html":  # laid out in Python and the browser, not by graphviz: no budget
+        from .html import write_html
+
+        return write_html(plan, path, cost, collapse=collapse, title=title)
     if fmt != "dot":
         check_render_budget(plan, path, collapse=collapse)
     source = draw(plan, cost, collapse=collapse, title=title).source
@@ -80,23 +87,24 @@ def check_render_budget(plan: PartitionPlan, path: str | os.PathLike[str],
     program runs; the message says what to do instead. ``collapse`` as for :func:`draw`."""
     clusters = sum(1 for region in plan.regions if region.is_accelerator)
     dot_path = Path(path).with_suffix(".dot")
+    html_path = Path(path).with_suffix(".html")
     if collapse is None:
         collapse = len(plan.graph) > COLLAPSE_ABOVE
     nodes = len(plan.regions) if collapse else len(plan.graph)
     if clusters > MAX_CLUSTERS:
         raise RenderBudgetError(
             f"cannot draw {path}: the plan has {clusters} accelerator regions and graphviz "
-            f"needs minutes to hours to lay out more than {MAX_CLUSTERS}; write the DOT text "
-            f"instead (-o {dot_path}) or choose a strategy that makes fewer regions "
-            "(e.g. --strategy min_size)")
+            f"needs minutes to hours to lay out more than {MAX_CLUSTERS}; explore it in the "
+            f"interactive view instead (-o {html_path}: pan, zoom, search, regions that expand "
+            f"on click) or write the DOT text (-o {dot_path})")
     if nodes > MAX_NODES:
         what = "regions" if collapse else "ops (one node each when expanded)"
         instead = "" if collapse else "draw it collapsed (without --expand), "
         raise RenderBudgetError(
             f"cannot draw {path}: the drawing has {nodes} {what} and graphviz needs minutes "
             f"to hours or runs out of memory laying out more than {MAX_NODES}; {instead}"
-            f"write the DOT text instead (-o {dot_path}) or choose a strategy that makes "
-            "fewer regions")
+            f"explore it in the interactive view instead (-o {html_path}) or write the DOT "
+            f"text (-o {dot_path})")
 
 
 def write_side_by_side(
@@ -110,6 +118,9 @@ def write_side_by_side(
     """
     path = _checked_output(path)
     fmt = FORMATS[path.suffix.lower()]
+    if fmt == "html":
+        raise PartitionLabError(f"cannot write {path}: drawings side by side are graphviz "
+                                "drawings (.svg .png .pdf .dot); write each plan's view alone")
     laid_out = b"".join(_run_graphviz(["dot", "-Tdot"], _with_sort_key(d, i), "dot")
                         for i, d in enumerate(drawings))
     # u: keep the given order (each graph's sortv); t: align tops.

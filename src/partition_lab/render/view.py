@@ -387,6 +387,20 @@ def _region_flows(view: _PlanView) -> dict[tuple[str, str], _Flow]:
     return flows
 
 
+def _flow_lines(flow: _Flow) -> list[str]:
+    """The label of an aggregated edge: the tensor's type (or how many tensors), the bytes, and
+    the copy's predicted time where the edge carries it."""
+    if flow.spec:
+        lines = [flow.spec, format_bytes(flow.nbytes)]
+    else:
+        lines = [f"{flow.tensors} tensors", format_bytes(flow.nbytes)]
+    if flow.cut_time is not None:
+        lines[-1] += f", copy {format_time(flow.cut_time)}"
+    elif flow.crosses and flow.costed:
+        lines.append("(copy counted on a sibling edge)")
+    return lines
+
+
 def _summary_lines(view: _PlanView) -> list[str]:
     plan, graph, cost = view.plan, view.graph, view.cost
     several = len(view.platform.accelerators) > 1
