@@ -20,6 +20,7 @@ from collections.abc import Sequence
 
 from .. import _signals
 from .._audience import command_line
+from .._tvm_logs import tvm_logs_shown
 from ..errors import PartitionLabError
 from .jobs import (
     DEFAULT_MODEL,
@@ -50,7 +51,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     previous = _signals.install()  # Ctrl-C stops the run even when started ignoring SIGINT
     try:
         args = build_parser().parse_args(argv)
-        with command_line():  # hints name the CLI's flags, not Python arguments
+        # --debug shows TVM's log lines, also from the API calls that quiet them by default
+        with command_line(), tvm_logs_shown(debug):  # hints name the CLI's flags
             status = args.handler(args)
         _signals.check()  # an interrupt that a library caught and swallowed still counts
         return status

@@ -113,7 +113,7 @@ def run_compare(args: argparse.Namespace) -> int:
     args.strategy = None
     job = resolve_job(args)
     names = parse_strategies(args.strategies)
-    mod, params = load(job, args.frontend)
+    mod, params = load(job, args.frontend, getattr(args, "debug", False))
     from .._tvm_logs import quiet_tvm_logs
 
     with job.progress.step(f"preparing for {job.target}"), \
@@ -121,7 +121,7 @@ def run_compare(args: argparse.Namespace) -> int:
         analysis = analyze(mod, job.platform, params=params, name=model_label(job.model),
                            excl_node_names=tuple(args.exclude_node),
                            exclude_ops=tuple(args.exclude_op), cost_model=job.profile,
-                           profile_cache=job.profile_cache)
+                           profile_cache=job.profile_cache, debug=getattr(args, "debug", False))
     with job.progress.step(f"comparing {len(names) if names else 'all'} strategies"):
         comparison = compare_plans(analysis.graph, analysis.support, strategies=names,
                                    cost_model=analysis.cost_model)

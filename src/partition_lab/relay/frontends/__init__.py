@@ -21,6 +21,7 @@ from typing import Any
 import tvm
 
 from ..._optional import require_mxnet
+from ..._tvm_logs import quiet_tvm_logs
 from ...errors import InputShapeError, ModelFormatError
 from ._common import existing_file
 from ._diagnostics import captured
@@ -48,6 +49,7 @@ def load_model(
     aux_params: Mapping[str, Any] | None = None,
     check_onnx: bool = True,
     example_inputs: TorchInputs | None = None,
+    debug: bool = False,
 ) -> tuple[tvm.IRModule, Params]:
     """Load a model as a type-checked Relay module and its weights.
 
@@ -79,6 +81,9 @@ def load_model(
     check_onnx
         Reject an ONNX file that ``onnx.checker`` rejects or whose opset is missing or unknown
         (default); False converts it anyway, with a warning.
+    debug
+        Show TVM's C++ log lines and the exporters' warnings (onnxscript's "Evaluation
+        failed: ...") on stderr; by default they are dropped (see :mod:`partition_lab._tvm_logs`).
 
     Returns
     -------
@@ -110,6 +115,15 @@ def load_model(
 
     Loading writes no file.
     """
+    with quiet_tvm_logs(not debug):
+        return _load(source, input_shapes, params, input_dtypes, arg_params, aux_params,
+                     check_onnx, example_inputs)
+
+
+def _load(source: Any, input_shapes: Any, params: str | os.PathLike[str] | None,
+          input_dtypes: Mapping[str, str] | None, arg_params: Mapping[str, Any] | None,
+          aux_params: Mapping[str, Any] | None, check_onnx: bool,
+          example_inputs: TorchInputs | None) -> tuple[tvm.IRModule, Params]:
     if isinstance(source, str | os.PathLike):
         path = existing_file(source)
         with captured(repr(path.name), bool(input_shapes)):
