@@ -24,6 +24,7 @@ from .core.platform import Platform
 from .core.support import Support, Verdict
 from .cost_models import get_cost_model
 from .cost_models.base import CostBreakdown, CostModel, evaluate
+from ._stages import stage
 from ._tvm_logs import quiet_tvm_logs
 from .errors import ArgumentError, PartitionLabError
 from .relay.passes.annotate import support_table
@@ -153,8 +154,9 @@ def _analyze(mod: tvm.IRModule, target: Any, params: Mapping[str, Any] | None,
     name = name or _module_name(mod)  # before binding: a new module drops the attributes
     mod = bind_params(mod, params)
     hazards: list[NumericHazard] = []
-    mod = prepare(mod, platform.prepare_steps(), hazards, keep_fp32_on_overflow(platform))
-    rg = relay_graph(mod, name=name)
+    with stage("prepare"):
+        mod = prepare(mod, platform.prepare_steps(), hazards, keep_fp32_on_overflow(platform))
+        rg = relay_graph(mod, name=name)
     support = support_table(rg.graph, platform, excl_node_names, exclude_ops)
     if cost_model is None or isinstance(cost_model, str):
         cost_model = get_cost_model(platform, accel_profile=cost_model, profile=profile_cache)
@@ -260,6 +262,16 @@ def _partition(mod: tvm.IRModule, target: Any, params: Mapping[str, Any] | None,
                        # debug=True: the block partition() runs in decides what is shown
                        name=name, compiler=compiler, debug=True, **target_options)
     timings["analyze_s"] = time.perf_counter() - start
+    with stage("partition"):
+        return _plan_and_outline(analysis, strategy, strategy_options, choose, choose_device,
+                                 choose_seconds, profile_cache, timings)
+
+
+def _plan_and_outline(analysis: Analysis, strategy: str | None,
+                      strategy_options: Mapping[str, Any] | None, choose: int | None,
+                      choose_device: str, choose_seconds: float, profile_cache: Any,
+                      timings: dict[str, float]) -> PartitionResult:
+    """Run the strategy (or the measured choice) on the analysed model, and outline the plan."""
     start = time.perf_counter()
     if strategy is None:
         strategy = default_strategy(profiled=profile_cache is not None)

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from .._io import check_regular_file
+from .._stages import stage
 from .._outputs import check_outputs, input_files, write_together
 from ..errors import PartitionLabError
 from ..progress import Progress
@@ -51,7 +52,7 @@ def run_viz(args: argparse.Namespace) -> int:
     _check_output(output, sorted(render.FORMATS))
     check_outputs([output], input_files(model_file(job.model), job.target, job.profile_cache))
     result = run_partition_job(job, args)
-    with job.progress.step(f"rendering {output}"):
+    with job.progress.step(f"rendering {output}"), stage("render"):
         render.write(result.plan, output, result.cost, collapse=args.collapse)
     print(f"wrote {output}")
     print(result.plan.summary().splitlines()[0])

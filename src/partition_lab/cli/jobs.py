@@ -119,6 +119,7 @@ class Job:
     progress: Progress
     profile_cache: str | None = None
     onnx_check: bool = True
+    model_cache: bool = True  # the converted-model cache (--no-model-cache: off)
 
 
 def resolve_job(args: argparse.Namespace, *, default_model: bool = False) -> Job:
@@ -157,7 +158,7 @@ def resolve_job(args: argparse.Namespace, *, default_model: bool = False) -> Job
         zoo.check_input_shapes(name, shapes, small=small)
     return Job(model, target_name, platform, strategy, strategy_options, shapes,
                args.profile, Progress(True if args.progress else None), cache,
-               args.onnx_check)
+               args.onnx_check, getattr(args, "model_cache", True))
 
 
 def load(job: Job, frontend: str | None, debug: bool = False) -> tuple[Any, Any]:
@@ -170,11 +171,11 @@ def load(job: Job, frontend: str | None, debug: bool = False) -> tuple[Any, Any]
 
             name, small = zoo_name(job.model)
             return zoo.load(name, frontend=frontend, small=small,  # type: ignore[arg-type]
-                            input_shapes=job.input_shapes or None)
+                            input_shapes=job.input_shapes or None, cache=job.model_cache)
         from .. import load_model
 
         return load_model(job.model, input_shapes=job.input_shapes or None,
-                          check_onnx=job.onnx_check, debug=debug)
+                          check_onnx=job.onnx_check, debug=debug, cache=job.model_cache)
 
 
 def model_label(model: str) -> str:

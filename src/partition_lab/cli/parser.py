@@ -187,6 +187,9 @@ def _add_model_options(sub: argparse.ArgumentParser, *, optional_model: bool = F
     sub.add_argument("--no-onnx-check", dest="onnx_check", action="store_false",
                      help="convert an ONNX file that onnx.checker rejects (or whose opset is "
                           "missing or unknown) anyway, with a warning")
+    sub.add_argument("--no-model-cache", dest="model_cache", action="store_false",
+                     help="convert the model again instead of taking it from the converted-model "
+                          "cache ($PARTITION_LAB_CACHE/converted; ONNX, .pt2 and Relay text)")
 
 
 def _add_viz(commands: Any) -> None:
