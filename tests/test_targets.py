@@ -183,7 +183,8 @@ def test_tensorcore_options_change_preparation_and_are_recorded():
     fp16, fp32 = get_target("tensorcore"), get_target("tensorcore", precision="fp32")
     assert fp16.prepare_steps() == ("convert_layout:NHWC", "mixed_precision:float16")
     assert fp32.prepare_steps() == ("convert_layout:NHWC",)
-    assert fp16.options == {"precision": "fp16", "padding": False, "winograd": False}
+    assert fp16.options == {"precision": "fp16", "padding": False, "winograd": False,
+                            "keep_fp32_on_overflow": False}
     assert fp32.options["precision"] == "fp32"
     assert fp16.default_profile == "t4"
     assert fp16.anchors == {"nn.conv2d", "nn.dense", "nn.batch_matmul"}

@@ -34,23 +34,44 @@ TVM_LOG_LINE = re.compile(r"^\[\d\d:\d\d:\d\d\] \S+\.(cc|h):\d+: ")
 #: The Python loggers of TVM's op strategies, schedules and compiler (``tvm.relay.op.strategy``,
 #: ``tvm.topi``, ``tvm.relay.backend.te_compiler``, ``tvm.autotvm``).
 TVM_LOGGERS = ("strategy", "topi", "te_compiler", "autotvm")
+#: Loggers of the PyTorch export path that warn about what they handle themselves: onnxscript's
+#: constant folding logs "Evaluation failed: cannot reshape ..." for each node it leaves as it
+#: is (the node stays, the model is right); torch.onnx reports its export steps.
+EXPORT_LOGGERS = ("onnxscript", "torch.onnx")
 
 
 @contextlib.contextmanager
 def quiet_tvm_logs(enabled: bool = True) -> Iterator[None]:
-    """Drop TVM's C++ log lines written to stderr inside the block, and hold TVM's Python
-    loggers to errors (a no-op when not ``enabled``)."""
-    if not enabled:
+    """Drop TVM's C++ log lines written to stderr inside the block, and hold TVM's (and the
+    ONNX exporters', :data:`EXPORT_LOGGERS`) Python loggers to errors (a no-op when not
+    ``enabled``). The API (``load_model``, ``partition``, ``analyze``, ``compare``) runs in
+    this unless called with ``debug=True``; the CLI unless ``--debug``."""
+    if not enabled or _shown["depth"]:
         yield
         return
     with _tvm_loggers_at(logging.ERROR), _drop_log_lines():
         yield
 
 
+_shown = {"depth": 0}
+
+
+@contextlib.contextmanager
+def tvm_logs_shown(shown: bool = True) -> Iterator[None]:
+    """Inside the block, :func:`quiet_tvm_logs` drops nothing, wherever it is entered: the
+    CLI's ``--debug`` shows TVM's log lines from code that quiets them by default (the API's
+    ``partition`` inside ``partition-lab profile``, say)."""
+    _shown["depth"] += shown
+    try:
+        yield
+    finally:
+        _shown["depth"] -= shown
+
+
 @contextlib.contextmanager
 def _tvm_loggers_at(level: int) -> Iterator[None]:
     """TVM's Python loggers at ``level`` or above inside the block (their levels restored)."""
-    loggers = [logging.getLogger(name) for name in TVM_LOGGERS]
+    loggers = [logging.getLogger(name) for name in TVM_LOGGERS + EXPORT_LOGGERS]
     saved = [logger.level for logger in loggers]
     for logger in loggers:
         logger.setLevel(max(level, logger.getEffectiveLevel()))

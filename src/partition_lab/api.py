@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from os import PathLike
 from typing import Any
 
@@ -18,11 +18,14 @@ import tvm
 from ._optional import tvm_has_relay
 from .comparison import Comparison, compare_plans
 from .core.graph import OpGraph
+from .core.hazards import NumericHazard
 from .core.plan import PartitionPlan
 from .core.platform import Platform
 from .core.support import Support, Verdict
 from .cost_models import get_cost_model
 from .cost_models.base import CostBreakdown, CostModel, evaluate
+from ._stages import stage
+from ._tvm_logs import quiet_tvm_logs
 from .errors import ArgumentError, PartitionLabError
 from .strategies import default_strategy, get_strategy
 from .targets import TargetSpec, get_platform
@@ -96,6 +99,8 @@ class Analysis:
     platform: Platform
     support: Support
     cost_model: CostModel | None
+    #: Constants that overflowed the dtype a device computes in, by the op that uses them.
+    hazards: tuple[NumericHazard, ...] = ()
 
     def __repr__(self) -> str:
         return (f"Analysis({self.graph.name or 'graph'!r}, platform={self.platform.name!r}, "
@@ -127,33 +132,70 @@ def analyze(
     profile_cache: Any = None,
     name: str = "",
     compiler: str | Mapping[str, str] | None = None,
+    debug: bool = False,
     **target_options: Any,
 ) -> Analysis:
     """Prepare ``mod`` for a platform and compute every (op, device) verdict.
 
     ``target`` names a platform (see :func:`~partition_lab.targets.get_platform`);
     ``compiler`` sets the ``Compiler`` name of its BYOC device(s) (see :func:`partition`).
-    A Relax module (apache-tvm >= 0.20) goes to :func:`partition_lab.relax.analyze`.
+    A Relax module (apache-tvm >= 0.20) goes to :func:`partition_lab.relax.analyze`. TVM's log
+    lines are kept off stderr unless ``debug`` (see :func:`partition`).
     """
     if is_relax_module(mod):
         return _relax().analyze(mod, target, params=params, excl_node_names=excl_node_names,
                                 exclude_ops=exclude_ops, cost_model=cost_model,
                                 profile_cache=profile_cache, name=name, compiler=compiler,
                                 **target_options)
+    with quiet_tvm_logs(not debug):
+        return _analyze(mod, target, params, excl_node_names, exclude_ops, cost_model,
+                        profile_cache, name, compiler, target_options)
+
+
+def _analyze(mod: tvm.IRModule, target: Any, params: Mapping[str, Any] | None,
+             excl_node_names: Iterable[str], exclude_ops: Iterable[str],
+             cost_model: CostModel | str | None, profile_cache: Any, name: str,
+             compiler: str | Mapping[str, str] | None,
+             target_options: dict[str, Any]) -> Analysis:
     check_module(mod)
     excl_node_names = name_list(excl_node_names, "excl_node_names", "['conv0']")
     exclude_ops = name_list(exclude_ops, "exclude_ops", "['nn.conv2d']")
     platform = with_compiler(get_platform(target, **target_options), compiler)
     name = name or _module_name(mod)  # before binding: a new module drops the attributes
     mod = bind_params(mod, params)
-    mod = prepare(mod, platform.prepare_steps())
-    rg = relay_graph(mod, name=name)
+    hazards: list[NumericHazard] = []
+    with stage("prepare"):
+        mod = prepare(mod, platform.prepare_steps(), hazards, keep_fp32_on_overflow(platform))
+        rg = relay_graph(mod, name=name)
     support = support_table(rg.graph, platform, excl_node_names, exclude_ops)
     if cost_model is None or isinstance(cost_model, str):
         cost_model = get_cost_model(platform, accel_profile=cost_model, profile=profile_cache)
     elif profile_cache is not None:
         raise PartitionLabError("pass either a cost_model object or profile_cache=, not both")
-    return Analysis(mod, rg, platform, support, cost_model)
+    return Analysis(mod, rg, platform, support, cost_model,
+                    placed_hazards(hazards, rg.graph, platform))
+
+
+def keep_fp32_on_overflow(platform: Platform) -> bool:
+    """Whether a device of ``platform`` asks for ops whose constants overflow float16 to be kept
+    in float32 (the target option ``keep_fp32_on_overflow``, tensorcore's)."""
+    return any(bool(getattr(d.target, "options", {}).get("keep_fp32_on_overflow"))
+               for d in platform.devices)
+
+
+def placed_hazards(hazards: Iterable[NumericHazard], graph: OpGraph,
+                   platform: Platform) -> tuple[NumericHazard, ...]:
+    """``hazards`` with the device whose precision asked for their dtype (the most preferred
+    one that converts to it) and their node in ``graph`` (matched by source name and op)."""
+    nodes = {(n.source_name, n.op): n.id for n in reversed(list(graph))}
+    placed = []
+    for hazard in hazards:
+        step = f"mixed_precision:{hazard.dtype}"
+        device = next((d.name for d in platform.devices if step in d.target.prepare_steps()),
+                      platform.primary.name)
+        placed.append(replace(hazard, device=device,
+                              node=nodes.get((hazard.name or None, hazard.op))))
+    return tuple(placed)
 
 
 def partition(
@@ -172,6 +214,7 @@ def partition(
     choose: int | None = None,
     choose_device: str = "cpu",
     choose_seconds: float = 20.0,
+    debug: bool = False,
     **target_options: Any,
 ) -> PartitionResult:
     """Split ``mod`` into regions over the devices of a platform (accelerators and CPU islands).
@@ -201,9 +244,25 @@ def partition(
     ``profile_cache``, the decision is kept there and reused without timing when the same
     model is partitioned on the same platform and device again.
 
+    TVM's C++ warnings (``convert_layout.cc``, ``to_mixed_precision.cc``) and its Python
+    loggers' are kept off stderr while it runs, as the CLI does; ``debug=True`` shows them.
+
     The plan is validated before the module is rewritten; the result explains every decision.
     A Relax module (apache-tvm >= 0.20) goes to :func:`partition_lab.relax.partition`.
     """
+    with quiet_tvm_logs(not debug):
+        return _partition(mod, target, params, strategy, excl_node_names, exclude_ops,
+                          cost_model, profile_cache, strategy_options, name, compiler, choose,
+                          choose_device, choose_seconds, target_options)
+
+
+def _partition(mod: tvm.IRModule, target: Any, params: Mapping[str, Any] | None,
+               strategy: str | None, excl_node_names: Iterable[str],
+               exclude_ops: Iterable[str], cost_model: CostModel | str | None,
+               profile_cache: Any, strategy_options: Mapping[str, Any] | None, name: str,
+               compiler: str | Mapping[str, str] | None, choose: int | None,
+               choose_device: str, choose_seconds: float,
+               target_options: dict[str, Any]) -> PartitionResult:
     if choose is not None and strategy is not None:
         raise PartitionLabError(f"choose={choose} picks among every strategy's plans by timing "
                                 f"them: leave strategy ({strategy!r}) out")
@@ -220,8 +279,19 @@ def partition(
     start = time.perf_counter()
     analysis = analyze(mod, target, params=params, excl_node_names=excl_node_names,
                        exclude_ops=exclude_ops, cost_model=cost_model, profile_cache=profile_cache,
-                       name=name, compiler=compiler, **target_options)
+                       # debug=True: the block partition() runs in decides what is shown
+                       name=name, compiler=compiler, debug=True, **target_options)
     timings["analyze_s"] = time.perf_counter() - start
+    with stage("partition"):
+        return _plan_and_outline(analysis, strategy, strategy_options, choose, choose_device,
+                                 choose_seconds, profile_cache, timings)
+
+
+def _plan_and_outline(analysis: Analysis, strategy: str | None,
+                      strategy_options: Mapping[str, Any] | None, choose: int | None,
+                      choose_device: str, choose_seconds: float, profile_cache: Any,
+                      timings: dict[str, float]) -> PartitionResult:
+    """Run the strategy (or the measured choice) on the analysed model, and outline the plan."""
     start = time.perf_counter()
     if strategy is None:
         strategy = default_strategy(profiled=profile_cache is not None)
@@ -230,6 +300,7 @@ def partition(
     else:
         chosen = get_strategy(strategy, **dict(strategy_options or {}))
         plan = chosen.run(analysis.graph, analysis.support, cost_model=analysis.cost_model)
+    plan.hazards = analysis.hazards
     plan.validate()
     timings["strategy_s"] = time.perf_counter() - start
     start = time.perf_counter()
@@ -284,17 +355,19 @@ def compare(
     excl_node_names: Iterable[str] = (),
     exclude_ops: Iterable[str] = (),
     name: str = "",
+    debug: bool = False,
     **target_options: Any,
 ) -> Comparison:
     """Every strategy (or ``strategies``) on one model and target, priced by one cost model.
 
     Returns a :class:`~partition_lab.comparison.Comparison`: ``.rows`` (regions, ops on the
     accelerator, tensors and bytes crossing, predicted compute per device, copies, launches,
-    total), ``.plans``, ``.to_table()`` and ``.to_json()``. The model is prepared once.
+    total), ``.plans``, ``.to_table()`` and ``.to_json()``. The model is prepared once;
+    TVM's log lines stay off stderr unless ``debug``.
     """
     analysis = analyze(mod, target, params=params, excl_node_names=excl_node_names,
                        exclude_ops=exclude_ops, cost_model=cost_model, profile_cache=profile_cache,
-                       name=name, **target_options)
+                       name=name, debug=debug, **target_options)
     return compare_plans(analysis.graph, analysis.support, strategies=strategies,
                          cost_model=analysis.cost_model)
 

@@ -18,8 +18,9 @@ import sys
 import traceback
 from collections.abc import Sequence
 
-from .. import _signals
+from .. import _signals, _stages
 from .._audience import command_line
+from .._tvm_logs import tvm_logs_shown
 from ..errors import PartitionLabError
 from .jobs import (
     DEFAULT_MODEL,
@@ -50,8 +51,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     previous = _signals.install()  # Ctrl-C stops the run even when started ignoring SIGINT
     try:
         args = build_parser().parse_args(argv)
-        with command_line():  # hints name the CLI's flags, not Python arguments
+        _stages.reset()
+        # --debug shows TVM's log lines, also from the API calls that quiet them by default
+        with command_line(), tvm_logs_shown(debug):  # hints name the CLI's flags
             status = args.handler(args)
+        if debug and _stages.stages_line():  # where the time went: load, convert, prepare...
+            print(f"{PROG}: {_stages.stages_line()}", file=sys.stderr)
         _signals.check()  # an interrupt that a library caught and swallowed still counts
         return status
     except SystemExit as exc:  # --help and --version exit through argparse

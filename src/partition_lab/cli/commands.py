@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from .._io import check_regular_file
+from .._stages import stage
 from .._outputs import check_outputs, input_files, write_together
 from ..errors import PartitionLabError
 from ..progress import Progress
@@ -51,7 +52,7 @@ def run_viz(args: argparse.Namespace) -> int:
     _check_output(output, sorted(render.FORMATS))
     check_outputs([output], input_files(model_file(job.model), job.target, job.profile_cache))
     result = run_partition_job(job, args)
-    with job.progress.step(f"rendering {output}"):
+    with job.progress.step(f"rendering {output}"), stage("render"):
         render.write(result.plan, output, result.cost, collapse=args.collapse)
     print(f"wrote {output}")
     print(result.plan.summary().splitlines()[0])
@@ -113,7 +114,7 @@ def run_compare(args: argparse.Namespace) -> int:
     args.strategy = None
     job = resolve_job(args)
     names = parse_strategies(args.strategies)
-    mod, params = load(job, args.frontend)
+    mod, params = load(job, args.frontend, getattr(args, "debug", False))
     from .._tvm_logs import quiet_tvm_logs
 
     with job.progress.step(f"preparing for {job.target}"), \
@@ -121,7 +122,7 @@ def run_compare(args: argparse.Namespace) -> int:
         analysis = analyze(mod, job.platform, params=params, name=model_label(job.model),
                            excl_node_names=tuple(args.exclude_node),
                            exclude_ops=tuple(args.exclude_op), cost_model=job.profile,
-                           profile_cache=job.profile_cache)
+                           profile_cache=job.profile_cache, debug=getattr(args, "debug", False))
     with job.progress.step(f"comparing {len(names) if names else 'all'} strategies"):
         comparison = compare_plans(analysis.graph, analysis.support, strategies=names,
                                    cost_model=analysis.cost_model)

@@ -119,6 +119,7 @@ class Job:
     progress: Progress
     profile_cache: str | None = None
     onnx_check: bool = True
+    model_cache: bool = True  # the converted-model cache (--no-model-cache: off)
 
 
 def resolve_job(args: argparse.Namespace, *, default_model: bool = False) -> Job:
@@ -157,10 +158,10 @@ def resolve_job(args: argparse.Namespace, *, default_model: bool = False) -> Job
         zoo.check_input_shapes(name, shapes, small=small)
     return Job(model, target_name, platform, strategy, strategy_options, shapes,
                args.profile, Progress(True if args.progress else None), cache,
-               args.onnx_check)
+               args.onnx_check, getattr(args, "model_cache", True))
 
 
-def load(job: Job, frontend: str | None) -> tuple[Any, Any]:
+def load(job: Job, frontend: str | None, debug: bool = False) -> tuple[Any, Any]:
     """Load MODEL (a file, zoo:NAME[:small], tv:NAME[:small] or hf:NAME[:small]) as
     ``(IRModule, params)``; ``frontend`` None is the zoo model's own first frontend; the job's
     input shapes re-export a tv:/hf: model at those shapes."""
@@ -170,11 +171,11 @@ def load(job: Job, frontend: str | None) -> tuple[Any, Any]:
 
             name, small = zoo_name(job.model)
             return zoo.load(name, frontend=frontend, small=small,  # type: ignore[arg-type]
-                            input_shapes=job.input_shapes or None)
+                            input_shapes=job.input_shapes or None, cache=job.model_cache)
         from .. import load_model
 
         return load_model(job.model, input_shapes=job.input_shapes or None,
-                          check_onnx=job.onnx_check)
+                          check_onnx=job.onnx_check, debug=debug, cache=job.model_cache)
 
 
 def model_label(model: str) -> str:
@@ -229,7 +230,7 @@ def run_partition_job(job: Job, args: argparse.Namespace) -> Any:
     from .._tvm_logs import quiet_tvm_logs
 
     choose = _choose_options(args)
-    mod, params = load(job, args.frontend)
+    mod, params = load(job, args.frontend, getattr(args, "debug", False))
     how = f"timing the best {choose['choose']} plans and greedy's" if choose else job.strategy
     with job.progress.step(f"partitioning for {job.target} ({how})"), \
             quiet_tvm_logs(not getattr(args, "debug", False)):
@@ -240,7 +241,7 @@ def run_partition_job(job: Job, args: argparse.Namespace) -> Any:
                          exclude_ops=tuple(args.exclude_op), cost_model=job.profile, profile_cache=job.profile_cache,
                          strategy_options=job.strategy_options or None,
                          compiler=parse_compiler(getattr(args, "compiler", [])),
-                         **choose)
+                         debug=getattr(args, "debug", False), **choose)
 
 
 def _choose_options(args: argparse.Namespace) -> dict[str, Any]:

@@ -73,6 +73,9 @@ Present only where there are any (pattern units, README "Patterns"): "units": [{
 "form", "nodes": [int]}] at the top, "patterns": [str] in a device record that judges them whole.
 With --choose: "choice": {"candidates": [{"plan", "predicted_s", "sigma_s", "measured_s":
 [float]}], "chosen", "runner", "reason", "elapsed_s"}.
+Where a constant overflows the dtype a device computes in (a BatchNorm variance past float16
+on tensorcore): "numeric_hazards": [{"op", "name", "value", "dtype", "device", "kept_fp32",
+"node": int | null}] (--option keep_fp32_on_overflow=true keeps those ops in float32).
 Nodes are in id order (a topological order). Older plan/1 files (one accelerator + the host,
 one verdict per node) still load. JSON Schemas of this file and of compare --json ship in the
 package: partition_lab/schemas/plan.schema.json (partition_lab.schemas.load_schema).
@@ -184,6 +187,9 @@ def _add_model_options(sub: argparse.ArgumentParser, *, optional_model: bool = F
     sub.add_argument("--no-onnx-check", dest="onnx_check", action="store_false",
                      help="convert an ONNX file that onnx.checker rejects (or whose opset is "
                           "missing or unknown) anyway, with a warning")
+    sub.add_argument("--no-model-cache", dest="model_cache", action="store_false",
+                     help="convert the model again instead of taking it from the converted-model "
+                          "cache ($PARTITION_LAB_CACHE/converted; ONNX, .pt2 and Relay text)")
 
 
 def _add_viz(commands: Any) -> None:

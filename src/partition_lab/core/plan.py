@@ -19,6 +19,7 @@ import networkx as nx
 
 from ..errors import PlanError
 from .graph import OpGraph
+from .hazards import NumericHazard
 from .patterns import units_from_data, units_to_data
 from .plan_validation import check_plan_data, check_verdicts, has_rules
 from .platform import (
@@ -78,6 +79,8 @@ class PartitionPlan:
     notes: list[str] = field(default_factory=list)
     #: How the plan was chosen by timing candidates (:mod:`partition_lab.choice`), if it was.
     choice: Mapping[str, Any] | None = None
+    #: Constants that overflow the dtype a device computes in (:mod:`~.hazards`), by op.
+    hazards: tuple[NumericHazard, ...] = ()
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -149,7 +152,8 @@ class PartitionPlan:
                                    reason_from_dict(n)) for n in nodes)
         plan = cls(graph, data["target"], data["strategy"], regions, decisions, support,
                    dict(data.get("options", {})), list(data.get("notes", [])),
-                   data.get("choice"))
+                   data.get("choice"),
+                   tuple(NumericHazard.from_dict(h) for h in data.get("numeric_hazards", ())))
         _check_loaded(plan, platform)
         return plan
 
@@ -319,6 +323,7 @@ class PartitionPlan:
             # Only where patterns were found, so that plans without them read as before.
             **({"units": units_to_data(self.support.units)} if self.support.units else {}),
             **({"choice": _jsonable(dict(self.choice))} if self.choice is not None else {}),
+            **({"numeric_hazards": [h.to_dict() for h in self.hazards]} if self.hazards else {}),
         }
 
     def _node_dict(self, d: Decision, time: float | None) -> dict[str, Any]:
@@ -354,6 +359,7 @@ class PartitionPlan:
             lines.append(f"  {region.label} on {region.device}: {len(region.nodes)} ops ({ops})")
         lines.extend(self._cpu_reason_lines(limit=8))
         lines.extend(f"  note: {note}" for note in self.notes)
+        lines.extend(f"  numeric hazard: {hazard.text()}" for hazard in self.hazards)
         return "\n".join(lines)
 
     def reason_groups(self) -> list[ReasonGroup]:

@@ -21,6 +21,10 @@ winograd : bool, default False
     Count ``conv2d_nhwc_winograd_tensorcore`` as eligible. TVM registers it at plevel 5, below
     ``conv2d_nhwc.gpu`` (10), so without AutoTVM tuning records it is never selected; set this to
     model a tuned build. When off, a rejection still says if the winograd template would match.
+keep_fp32_on_overflow : bool, default False
+    With precision fp16, an op that uses a constant past float16's range (a BatchNorm moving
+    variance of 9.8e7 becomes inf) computes in float32 instead: its inputs are cast up and its
+    results back to float16. Either way the plan names such ops (``numeric_hazards``).
 """
 
 from __future__ import annotations
@@ -42,7 +46,8 @@ from .shapes import attr, data_type, dimension
 
 TENSOR_CORE_COLOUR = "#76b900"
 CUDA_CORE_COLOUR = "#4c9be8"
-OPTIONS: Mapping[str, Any] = {"precision": "fp16", "padding": False, "winograd": False}
+OPTIONS: Mapping[str, Any] = {"precision": "fp16", "padding": False, "winograd": False,
+                              "keep_fp32_on_overflow": False}
 PRECISIONS = ("fp16", "fp32")
 CONV = frozenset({"nn.conv2d"})
 DENSE = frozenset({"nn.dense"})
@@ -125,7 +130,7 @@ def _check_options(options: Mapping[str, Any]) -> dict[str, Any]:
     if opts["precision"] not in PRECISIONS:
         raise TargetSpecError(f"tensorcore precision {opts['precision']!r} is not one of "
                               f"{', '.join(PRECISIONS)}")
-    for flag in ("padding", "winograd"):
+    for flag in ("padding", "winograd", "keep_fp32_on_overflow"):
         if not isinstance(opts[flag], bool):
             raise TargetSpecError(f"tensorcore option {flag} must be True or False, got {opts[flag]!r}")
     return opts

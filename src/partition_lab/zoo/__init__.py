@@ -233,7 +233,8 @@ def check_input_shapes(name: str, input_shapes: Mapping[str, Sequence[int]] | No
 
 
 def load(name: str, *, frontend: Frontend | None = None, small: bool = False,
-         input_shapes: Mapping[str, Sequence[int]] | None = None) -> tuple[Any, dict]:
+         input_shapes: Mapping[str, Sequence[int]] | None = None,
+         cache: bool = False) -> tuple[Any, dict]:
     """The model as ``(tvm.IRModule, params)`` through ``frontend`` ("mxnet" or "onnx"; default
     the model's first, which is "mxnet" for the gluoncv builds and "onnx" for torchvision's).
 
@@ -245,7 +246,8 @@ def load(name: str, *, frontend: Frontend | None = None, small: bool = False,
     Both go through :func:`partition_lab.relay.frontends.load_model`, so every call carries its source
     node name. Results are cached in memory; each call returns a new IRModule (sharing the
     immutable functions) and a new params dict, so that assigning ``mod["main"] = ...`` does not
-    change what the next caller gets.
+    change what the next caller gets. ``cache`` keeps an ONNX conversion in the converted-model
+    cache for the next process (``load_model(cache=True)``; the command line does).
     """
     zoo_entry = entry(name)
     frontend = frontend or zoo_entry.frontends[0]  # type: ignore[assignment]  # one of the two
@@ -260,7 +262,7 @@ def load(name: str, *, frontend: Frontend | None = None, small: bool = False,
     import tvm
 
     key = tuple(shapes.items()) if shapes else None
-    mod, params = _load_cached(name, frontend, small, key)  # type: ignore[arg-type]  # checked
+    mod, params = _load_cached(name, frontend, small, key, cache)  # type: ignore[arg-type]
     fresh = tvm.IRModule(dict(mod.functions), dict(mod.type_definitions))
     # partition() and the drawings title the model by this attribute.
     label = _label(name, small) + (f" ({_shapes_text(shapes)})" if shapes else "")
@@ -311,14 +313,16 @@ def reference_outputs(
 # ---------------------------------------------------------------------------- internals
 @functools.lru_cache(maxsize=16)
 def _load_cached(name: str, frontend: Frontend, small: bool,
-                 input_shapes: tuple[tuple[str, tuple[int, ...]], ...] | None) -> tuple[Any, dict]:
+                 input_shapes: tuple[tuple[str, tuple[int, ...]], ...] | None,
+                 cache: bool = False) -> tuple[Any, dict]:
     from ..relay.frontends import load_model
 
     zoo_entry = entry(name)
     shapes = dict(zoo_entry.shapes(small))
     if frontend == "onnx":
         return load_model(onnx_path(name, small=small,
-                                    input_shapes=dict(input_shapes) if input_shapes else None))
+                                    input_shapes=dict(input_shapes) if input_shapes else None),
+                          cache=cache)
     symbol_path, params_path = mxnet_paths(name, small=small)
     return load_model(symbol_path, shapes, params=params_path)
 

@@ -21,6 +21,8 @@ from typing import Any
 import tvm
 
 from ..._optional import require_mxnet
+from ..._stages import stage
+from ..._tvm_logs import quiet_tvm_logs
 from ...errors import InputShapeError, ModelFormatError
 from ._common import existing_file
 from ._diagnostics import captured
@@ -48,6 +50,8 @@ def load_model(
     aux_params: Mapping[str, Any] | None = None,
     check_onnx: bool = True,
     example_inputs: TorchInputs | None = None,
+    debug: bool = False,
+    cache: bool = False,
 ) -> tuple[tvm.IRModule, Params]:
     """Load a model as a type-checked Relay module and its weights.
 
@@ -79,6 +83,16 @@ def load_model(
     check_onnx
         Reject an ONNX file that ``onnx.checker`` rejects or whose opset is missing or unknown
         (default); False converts it anyway, with a warning.
+    debug
+        Show TVM's C++ log lines and the exporters' warnings (onnxscript's "Evaluation
+        failed: ...") on stderr; by default they are dropped (see :mod:`partition_lab._tvm_logs`).
+    cache
+        Keep the converted module and weights of an ONNX, ``.pt2`` or Relay text file in the
+        converted-model cache (``$PARTITION_LAB_CACHE/converted``), and take them from there
+        when the same file is loaded again with the same shapes and options (the command line
+        does, unless ``--no-model-cache``). The entry is keyed by the file's content, the
+        shapes, the options and the versions of partition_lab and TVM; see
+        :mod:`partition_lab.relay.frontends._cache`.
 
     Returns
     -------
@@ -108,12 +122,27 @@ def load_model(
     InputShapeError
         An input shape is missing, dynamic without an ``input_shapes`` entry, or malformed.
 
-    Loading writes no file.
+    Loading writes no file, unless ``cache``.
     """
+    with quiet_tvm_logs(not debug):
+        return _load(source, input_shapes, params, input_dtypes, arg_params, aux_params,
+                     check_onnx, example_inputs, cache)
+
+
+def _load(source: Any, input_shapes: Any, params: str | os.PathLike[str] | None,
+          input_dtypes: Mapping[str, str] | None, arg_params: Mapping[str, Any] | None,
+          aux_params: Mapping[str, Any] | None, check_onnx: bool,
+          example_inputs: TorchInputs | None, cache: bool) -> tuple[tvm.IRModule, Params]:
     if isinstance(source, str | os.PathLike):
         path = existing_file(source)
+        kind = _cached_kind(path) if cache else None
         with captured(repr(path.name), bool(input_shapes)):
-            return _load_file(path, input_shapes, params, input_dtypes, check_onnx)
+            if kind is None:
+                return _load_file(path, input_shapes, params, input_dtypes, check_onnx)
+            from ._cache import cached_load
+
+            return cached_load(path, kind, input_shapes, {"check_onnx": check_onnx},
+                               lambda: _load_file(path, input_shapes, None, None, check_onnx))
     from ._torch import is_torch_module
 
     if is_torch_module(source):
@@ -147,6 +176,17 @@ def source_name(call: Any) -> str | None:
     return span_name(call)
 
 
+def _cached_kind(path: Path) -> str | None:
+    """The frontend of a file the converted-model cache keeps ("onnx", "pt2", "relay"), or
+    None (MXNet symbols: their weights are a second file)."""
+    suffix = path.suffix.lower()
+    for kind, suffixes in (("onnx", ONNX_SUFFIXES), ("pt2", TORCH_SUFFIXES),
+                           ("relay", RELAY_TEXT_SUFFIXES)):
+        if suffix in suffixes:
+            return kind
+    return None
+
+
 def _load_file(
     path: Path,
     input_shapes: Mapping[str, object] | None,
@@ -158,7 +198,14 @@ def _load_file(
     if suffix in ONNX_SUFFIXES:
         from ._onnx import load_onnx
 
-        return load_onnx(path, input_shapes, check=check_onnx)
+        return load_onnx(path, input_shapes, check=check_onnx)  # times "load" and "convert"
+    with stage("convert"):
+        return _load_other(path, suffix, input_shapes, params_path, input_dtypes)
+
+
+def _load_other(path: Path, suffix: str, input_shapes: Mapping[str, object] | None,
+                params_path: str | os.PathLike[str] | None,
+                input_dtypes: Mapping[str, str] | None) -> tuple[tvm.IRModule, Params]:
     if suffix in MXNET_SUFFIXES:
         require_mxnet(f"reading the MXNet model {path.name!r}")
         from ._mxnet import load_mxnet_symbol_file

@@ -27,6 +27,8 @@ from tvm.relay.frontend import onnx as onnx_frontend
 from ..._audience import shapes_hint
 from ..._io import check_regular_file
 from ...errors import InputShapeError, ModelFormatError, UnsafeModelError, UnsupportedOperatorError
+from ..._stages import stage
+from ._cache import note_read
 from ._common import DeclaredDim, Shape, finish_module, resolve_declared_shapes
 from ._incremental import incremental_inference
 
@@ -45,7 +47,10 @@ def load_onnx(path: Path, input_shapes: Mapping[str, object] | None, *,
     ``opset_import`` falls back to opset 1, where ``Squeeze`` changes the output shape).
     ``check=False`` (the CLI's ``--no-onnx-check``) converts anyway, with a warning.
     """
-    return load_onnx_model(read_onnx(path), path.name, input_shapes, check=check)
+    with stage("load"):
+        model = read_onnx(path)
+    with stage("convert"):
+        return load_onnx_model(model, path.name, input_shapes, check=check)
 
 
 def load_onnx_model(model: onnx.ModelProto, label: str,
@@ -330,6 +335,7 @@ def load_external_data(model: onnx.ModelProto, path: Path) -> None:
                 f"{str(resolved)!r}, outside the model's folder; partition_lab reads external "
                 "data only from inside that folder: copy the file there (not a link)")
         check_regular_file(resolved, f"{str(path)!r}'s external data file", ModelFormatError)
+        note_read(resolved)  # the converted-model cache checks this file too
     try:
         external_data_helper.load_external_data_for_model(model, str(folder))
     except (OSError, ValueError, onnx.checker.ValidationError) as exc:

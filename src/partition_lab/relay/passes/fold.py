@@ -8,16 +8,27 @@ Swin-T); judged as ops they made host islands, while ``relay.build`` (FoldConsta
 once at compile time. TVM's FoldConstant evaluates each such expression by compiling it with
 LLVM, which took about 40 s on ResNet-50 here; these ops are exact in numpy, in milliseconds.
 A call whose op has no folder here, or whose operands a folder does not handle, stays as it is.
+
+Folding is also where a weight meets the dtype a target computes in: ToMixedPrecision wraps
+each weight in ``cast(..., "float16")``, and a value past float16's 65504 (a BatchNorm
+variance of 9.8e7) becomes inf here. numpy's "overflow encountered in cast" named nothing;
+instead each op that uses such a value is recorded as a
+:class:`~partition_lab.core.hazards.NumericHazard`, and with ``keep_fp32`` it computes in
+float32 (its float16 operands cast up, the overflowed ones taken at their float32 value, its
+results cast back to float16).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
 import numpy as np
 import tvm
 from tvm import relay
 
+from ...core.hazards import NumericHazard
+from ..frontends._spans import make_span, span_name
 from ..relay_graph import array_items, object_key
 
 
@@ -117,22 +128,52 @@ def _shape(expr: relay.Expr) -> tuple[int, ...]:
     return tuple(int(d) for d in expr.checked_type.shape)
 
 
-def fold_constant_calls(mod: tvm.IRModule) -> tvm.IRModule:
+@dataclass
+class _Overflow:
+    """A folded constant with values that became inf in its dtype: the largest such magnitude,
+    and the value in float32 (None where it cannot be computed)."""
+
+    value: float
+    dtype: str
+    wide: np.ndarray | None
+
+
+@dataclass
+class _Folding:
+    """One run of :func:`fold_constant_calls`: replacements by object key, the overflowed
+    constants among them, and the hazards found."""
+
+    keep_fp32: bool
+    names: Mapping[tuple[str, float], str]
+    replaced: dict[int, relay.Expr] = field(default_factory=dict)
+    overflowed: dict[int, _Overflow] = field(default_factory=dict)
+    hazards: list[NumericHazard] = field(default_factory=list)
+
+
+def fold_constant_calls(mod: tvm.IRModule, hazards: list[NumericHazard] | None = None,
+                        keep_fp32: bool = False,
+                        names: Mapping[tuple[str, float], str] | None = None) -> tvm.IRModule:
     """``mod`` (type-checked) with every call of :data:`_FOLDERS` on constants replaced by its
-    value, to a fixed point (a chain folds from its first call on); ``mod`` itself if none."""
+    value, to a fixed point (a chain folds from its first call on); ``mod`` itself if none.
+
+    Each op left using a folded value that overflowed its dtype is appended to ``hazards``
+    (when given); with ``keep_fp32`` that op computes in float32 instead.
+    """
     func = mod["main"]
-    replaced: dict[int, relay.Expr] = {}  # object_key(old expression) -> its replacement
+    state = _Folding(keep_fp32, names or {})
     exprs: list[relay.Expr] = []
     relay.analysis.post_order_visit(func.body, exprs.append)
     if any(isinstance(e, (relay.Let, relay.If, relay.Function)) for e in exprs):
         return mod  # not a dataflow graph: relay_graph rejects it with the reason
     for expr in exprs:
-        new = _rebuilt(expr, replaced)
+        new = _rebuilt(expr, state)
         if new is not None:
-            replaced[object_key(expr)] = new
-    if not replaced:
+            state.replaced[object_key(expr)] = new
+    if hazards is not None:
+        hazards.extend(state.hazards)
+    if not state.replaced:
         return mod
-    body = replaced.get(object_key(func.body), func.body)
+    body = state.replaced.get(object_key(func.body), func.body)
     folded = relay.Function(func.params, body, func.ret_type, func.type_params, func.attrs)
     return relay.transform.InferType()(tvm.IRModule.from_expr(folded))
 
@@ -140,35 +181,59 @@ def fold_constant_calls(mod: tvm.IRModule) -> tvm.IRModule:
 def _fold(expr: relay.Call, operands: list[np.ndarray]) -> np.ndarray | None:
     """The call's value in numpy, in the dtype and shape its type says, or None."""
     try:
-        value = _FOLDERS[expr.op.name](expr, *operands)
+        # An overflow is reported by name (_overflow), not by numpy's anonymous warning.
+        with np.errstate(over="ignore", invalid="ignore"):
+            value = _FOLDERS[expr.op.name](expr, *operands)
+            if value is None:
+                return None
+            dtype = str(expr.checked_type.dtype)
+            value = np.asarray(value)
+            return value.astype(dtype) if value.shape == _shape(expr) else None
     except (ValueError, IndexError, TypeError, AttributeError, tvm.TVMError):
         return None  # an operand or attribute this folder does not handle: TVM keeps the call
-    if value is None:
+
+
+def _wide(expr: relay.Call, operands: list[np.ndarray]) -> np.ndarray | None:
+    """The call's value computed in float32 from float32 operands (a cast: its operand), or
+    None where the folder cannot."""
+    wide = [a.astype("float32") if a.dtype.kind == "f" else a for a in operands]
+    if expr.op.name == "cast":
+        return wide[0]
+    try:
+        with np.errstate(over="ignore", invalid="ignore"):
+            value = _FOLDERS[expr.op.name](expr, *wide)
+    except (ValueError, IndexError, TypeError, AttributeError, tvm.TVMError):
         return None
-    dtype = str(expr.checked_type.dtype)
-    value = np.asarray(value)
-    return value.astype(dtype) if value.shape == _shape(expr) else None
+    return None if value is None else np.asarray(value)
 
 
-def _rebuilt(expr: relay.Expr, replaced: dict[int, relay.Expr]) -> relay.Expr | None:
+def _overflow(expr: relay.Call, operands: list[np.ndarray],
+              folded: np.ndarray) -> _Overflow | None:
+    """How ``folded`` overflowed (infinities where every operand was finite), or None."""
+    if folded.dtype.kind != "f":
+        return None
+    finite = all(np.isfinite(a).all() for a in operands if a.dtype.kind == "f")
+    lost = ~np.isfinite(folded)
+    if not finite or not lost.any():
+        return None
+    wide = _wide(expr, operands)
+    if wide is None or wide.shape != folded.shape:  # the largest operand stands for the value
+        largest = max(float(np.abs(a).max(initial=0.0)) for a in operands if a.dtype.kind == "f")
+        return _Overflow(largest, str(folded.dtype), None)
+    return _Overflow(float(np.abs(wide[lost & np.isfinite(wide)]).max(initial=0.0)),
+                     str(folded.dtype), wide)
+
+
+def _rebuilt(expr: relay.Expr, state: _Folding) -> relay.Expr | None:
     """The replacement of ``expr`` given its operands' replacements, or None if it is unchanged.
 
     A post-order rebuild keyed by object handle: TVM's Python ExprMutator reads every field of
     every node and hashes TVM objects through foreign calls, which took 1.9 s on DenseNet-201;
     this touches each node once and rebuilds only what changed.
     """
+    replaced = state.replaced
     if isinstance(expr, relay.Call):
-        args = array_items(expr.args)
-        new_args = [replaced.get(object_key(a), a) for a in args]
-        op = expr.op
-        if (isinstance(op, tvm.ir.Op) and op.name in _FOLDERS and new_args
-                and all(isinstance(a, relay.Constant) for a in new_args)):
-            folded = _fold(expr, [a.data.numpy() for a in new_args])
-            if folded is not None:
-                return relay.const(folded)
-        if any(object_key(a) in replaced for a in args):
-            return relay.Call(op, new_args, expr.attrs, None, expr.span)
-        return None
+        return _rebuilt_call(expr, state)
     if isinstance(expr, relay.Tuple):
         fields = array_items(expr.fields)
         if any(object_key(f) in replaced for f in fields):
@@ -180,3 +245,105 @@ def _rebuilt(expr: relay.Expr, replaced: dict[int, relay.Expr]) -> relay.Expr | 
             return relay.TupleGetItem(replaced[object_key(value)], expr.index)
         return None
     return None
+
+
+def _rebuilt_call(expr: relay.Call, state: _Folding) -> relay.Expr | None:
+    """A call folded to a constant, rebuilt on replaced operands (in float32 where it uses an
+    overflowed value and ``keep_fp32``), or None if it is unchanged."""
+    args = array_items(expr.args)
+    new_args = [state.replaced.get(object_key(a), a) for a in args]
+    overflowed = [state.overflowed.get(object_key(a)) for a in new_args]
+    op = expr.op
+    if (isinstance(op, tvm.ir.Op) and op.name in _FOLDERS and new_args
+            and all(isinstance(a, relay.Constant) for a in new_args)):
+        operands = [a.data.numpy() for a in new_args]
+        folded = _fold(expr, operands)
+        if folded is not None:
+            const = relay.const(folded)
+            record = _overflow_of(expr, operands, overflowed, folded)
+            if record is not None:
+                state.overflowed[object_key(const)] = record
+            return const
+    if any(o is not None for o in overflowed):
+        return _hazard_use(expr, args, new_args, overflowed, state)
+    if any(object_key(a) in state.replaced for a in args):
+        return relay.Call(op, new_args, expr.attrs, None, expr.span)
+    return None
+
+
+def _overflow_of(expr: relay.Call, operands: list[np.ndarray],
+                 overflowed: list[_Overflow | None], folded: np.ndarray) -> _Overflow | None:
+    """The overflow ``folded`` carries: on from an overflowed operand (a layout_transform of
+    the cast weight, its float32 value transformed alike), or new (:func:`_overflow`)."""
+    inherited = [o for o in overflowed if o is not None]
+    if not inherited:
+        return _overflow(expr, operands, folded)
+    wide = _wide(expr, [o.wide if o is not None and o.wide is not None else a
+                        for a, o in zip(operands, overflowed, strict=True)])
+    return _Overflow(max(o.value for o in inherited), inherited[0].dtype, wide)
+
+
+def _hazard_use(expr: relay.Call, args: tuple[relay.Expr, ...], new_args: list[relay.Expr],
+                overflowed: list[_Overflow | None], state: _Folding) -> relay.Expr:
+    """Record that ``expr`` uses an overflowed constant, and rebuild it (in float32 when asked
+    and possible)."""
+    records = [o for o in overflowed if o is not None]
+    op_name = expr.op.name if isinstance(expr.op, tvm.ir.Op) else "call"
+    value = max(o.value for o in records)
+    name = span_name(expr) or state.names.get((op_name, value), "")
+    span = expr.span if span_name(expr) or not name else make_span(name)
+    kept = None
+    if state.keep_fp32 and all(o.wide is not None for o in records):
+        kept = _in_float32(expr, args, new_args, overflowed, span)
+    state.hazards.append(NumericHazard(op_name, name, value, records[0].dtype,
+                                       kept_fp32=kept is not None))
+    return kept if kept is not None else relay.Call(expr.op, new_args, expr.attrs, None, span)
+
+
+def _in_float32(expr: relay.Call, args: tuple[relay.Expr, ...], new_args: list[relay.Expr],
+                overflowed: list[_Overflow | None], span: tvm.ir.Span | None) -> relay.Expr | None:
+    """``expr`` computing in float32: float16 operands cast up (constants converted, the
+    overflowed ones at their float32 value), results cast back to float16 for its users; None
+    for a call this cannot rewrite (a tuple operand, a result that is not tensors)."""
+    types = [a.checked_type for a in args] + [expr.checked_type]
+    if not all(isinstance(t, relay.TensorType) for t in types[:-1]) or \
+            not _tensors(expr.checked_type):
+        return None
+    up = []
+    for arg, new, record, ty in zip(args, new_args, overflowed, types, strict=False):
+        if record is not None:
+            up.append(relay.const(record.wide.astype("float32")))
+        elif str(ty.dtype) != "float16":
+            up.append(new)
+        elif isinstance(new, relay.Constant):
+            up.append(relay.const(new.data.numpy().astype("float32")))
+        else:
+            up.append(relay.cast(new, "float32"))
+    call = relay.Call(expr.op, up, _float32_attrs(expr.attrs), None, span)
+    return _back_to_float16(call, expr.checked_type)
+
+
+def _tensors(ty: relay.Type) -> bool:
+    """Whether ``ty`` is a tensor or a tuple of tensors."""
+    if isinstance(ty, relay.TensorType):
+        return True
+    return isinstance(ty, relay.TupleType) and all(isinstance(f, relay.TensorType)
+                                                   for f in ty.fields)
+
+
+def _float32_attrs(attrs: tvm.ir.Attrs | None) -> tvm.ir.Attrs | None:
+    """``attrs`` with an ``out_dtype`` of float16 (ToMixedPrecision sets it) made float32."""
+    if attrs is None or "out_dtype" not in attrs.keys() or str(attrs.out_dtype) != "float16":
+        return attrs
+    fields = {key: attrs[key] for key in attrs.keys()}
+    fields["out_dtype"] = "float32"
+    return tvm.ir.make_node(attrs.type_key, **fields)
+
+
+def _back_to_float16(call: relay.Expr, ty: relay.Type) -> relay.Expr:
+    """``call``'s results cast to float16 where the original's were (its users expect it)."""
+    if isinstance(ty, relay.TensorType):
+        return relay.cast(call, "float16") if str(ty.dtype) == "float16" else call
+    items = [relay.TupleGetItem(call, i) for i in range(len(ty.fields))]
+    return relay.Tuple([relay.cast(item, "float16") if str(f.dtype) == "float16" else item
+                        for item, f in zip(items, ty.fields, strict=True)])

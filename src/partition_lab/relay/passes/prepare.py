@@ -9,11 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+import numpy as np
 import tvm
 from tvm import relay
 
+from ...core.hazards import NumericHazard
 from ...core.platform import PREPARE_STEPS
 from ...errors import TargetSpecError
+from ..frontends._spans import calls_in_order, span_name
 from .fold import fold_constant_calls
 
 
@@ -41,16 +44,47 @@ def prepare_passes(steps: Sequence[str]) -> list[tvm.transform.Pass]:
     return passes
 
 
-def prepare(mod: tvm.IRModule, steps: Sequence[str]) -> tvm.IRModule:
+def prepare(mod: tvm.IRModule, steps: Sequence[str], hazards: list[NumericHazard] | None = None,
+            keep_fp32: bool = False) -> tvm.IRModule:
     """Run the named preparation steps on ``mod`` (opt_level 3, as relay.build would), then fold
-    calls on constants (:func:`~.fold.fold_constant_calls`), with or without steps."""
+    calls on constants (:func:`~.fold.fold_constant_calls`), with or without steps.
+
+    Ops left using a constant that overflowed its new dtype (a weight cast to float16) are
+    appended to ``hazards``; with ``keep_fp32`` they compute in float32."""
     # Data built from constants (masks) folds away before the steps (so ToMixedPrecision does
     # not cast it) and the weight casts and layout transforms the steps add fold after them, as
     # relay.build's FoldConstant would fold both.
-    mod = fold_constant_calls(relay.transform.InferType()(mod))
+    found: list[NumericHazard] = []
+    mod = fold_constant_calls(relay.transform.InferType()(mod), found, keep_fp32)
     passes = prepare_passes(steps)
-    if not passes:
-        return mod
-    with tvm.transform.PassContext(opt_level=3):
-        mod = tvm.transform.Sequential(passes)(mod)
-    return fold_constant_calls(mod)
+    if passes:
+        names = _named_large_constants(mod, steps)
+        with tvm.transform.PassContext(opt_level=3):
+            mod = tvm.transform.Sequential(passes)(mod)
+        mod = fold_constant_calls(mod, found, keep_fp32, names)
+    if hazards is not None:
+        hazards.extend(found)
+    return mod
+
+
+def _named_large_constants(mod: tvm.IRModule, steps: Sequence[str]) -> dict[tuple[str, float],
+                                                                            str]:
+    """``{(op, largest magnitude): source name}`` of the calls with a constant operand past the
+    float16 range, where a step converts to float16: ConvertLayout rebuilds some calls without
+    their span (nn.batch_norm), so the op of a hazard found after the steps gets its name back
+    from this."""
+    if not any(step.endswith(":float16") for step in steps):
+        return {}
+    limit = float(np.finfo(np.float16).max)
+    names: dict[tuple[str, float], str] = {}
+    for call in calls_in_order(mod["main"].body):
+        name = span_name(call)
+        if name is None or not isinstance(call.op, tvm.ir.Op):
+            continue
+        for arg in call.args:
+            if isinstance(arg, relay.Constant) and arg.data.dtype.startswith("float"):
+                data = np.abs(arg.data.numpy())
+                big = data[np.isfinite(data) & (data > limit)]
+                if big.size:
+                    names.setdefault((call.op.name, float(big.max())), name)
+    return names

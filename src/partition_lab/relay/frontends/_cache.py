@@ -1,0 +1,212 @@
+"""The converted-model cache: a model file's Relay module and weights, kept for the next run.
+
+TVM's import is most of a command's time (25 s of a 500-op ONNX's 28 s here), and the same
+again on every run of the same file. :func:`cached_load` keeps what the conversion returned
+under ``$PARTITION_LAB_CACHE/converted/`` (default ``~/.cache/partition_lab/converted/``), keyed
+by everything the conversion depends on:
+
+- the model file's content (SHA-256), and that of each file it read besides (an ONNX model's
+  external data, recorded while it converts and checked again on every hit);
+- the input shapes, the frontend (the suffix's kind) and the options that change conversion
+  (``check_onnx``);
+- the versions of partition_lab, TVM and onnx, and :data:`CACHE_FORMAT`.
+
+Any change of these is another key, so a stale entry is never found. An entry is one file:
+a header (JSON: lengths, the SHA-256 of the payload, the files read), the module as TVM's
+JSON (``tvm.ir.save_json``: spans, attributes and constants round-trip exactly, unlike Relay
+text, whose parser rejects some printed attributes) and the weights' raw bytes (their names,
+dtypes and shapes in the header; ``relay.load_param_dict`` was 10x slower to read back).
+It is written atomically (``_io.write_atomic``); an entry that does not read back whole and
+matching its checksum is removed and the model converted again: it is never trusted. MXNet symbol files and in-memory sources are not cached.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import hashlib
+import json
+import os
+import struct
+from collections.abc import Callable, Iterator, Mapping
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import tvm
+from tvm import relay
+
+from ..._io import cache_root, write_atomic
+from ..._stages import stage
+
+CACHE_FORMAT = 1
+"""Bump when what an entry holds, or how a conversion turns out, changes."""
+MAGIC = b"partition_lab converted model\n"
+_LENGTH = struct.Struct("<Q")  # the header's length, before it
+_CHUNK = 1 << 22
+
+Loaded = tuple[tvm.IRModule, dict[str, tvm.nd.NDArray]]
+#: The files a conversion read besides the model (set while one runs, see :func:`note_read`).
+_reads: contextvars.ContextVar[list[Path] | None] = contextvars.ContextVar("reads", default=None)
+
+
+def cache_dir() -> Path:
+    """Where entries live: ``$PARTITION_LAB_CACHE/converted`` (not created here)."""
+    return cache_root(Path.home() / ".cache" / "partition_lab") / "converted"
+
+
+def note_read(path: Path) -> None:
+    """Record that the conversion running now read ``path`` (an ONNX model's external data):
+    its content becomes part of the entry's validity."""
+    reads = _reads.get()
+    if reads is not None:
+        reads.append(Path(path))
+
+
+def cached_load(path: Path, kind: str, input_shapes: Mapping[str, object] | None,
+                options: Mapping[str, Any], convert: Callable[[], Loaded]) -> Loaded:
+    """``convert()``'s result for the model file at ``path``, from the cache when an entry of
+    the same key is there and intact; otherwise converted and stored."""
+    with stage("load"):
+        key = entry_key(path, kind, input_shapes, options)
+        entry = cache_dir() / key[:2] / f"{key}.tvm"
+        loaded = read_entry(entry, path.parent)
+    if loaded is not None:
+        return loaded
+    with _recording() as reads:
+        result = convert()
+    with contextlib.suppress(OSError):  # a cache that cannot be written only costs time
+        write_entry(entry, result, [p for p in reads], path.parent)
+    return result
+
+
+def entry_key(path: Path, kind: str, input_shapes: Mapping[str, object] | None,
+              options: Mapping[str, Any]) -> str:
+    """The SHA-256 naming the entry of this conversion (see the module docstring)."""
+    shapes = sorted((str(k), _dims(v)) for k, v in (input_shapes or {}).items())
+    identity = {"format": CACHE_FORMAT, "file": file_digest(path), "kind": kind,
+                "shapes": shapes, "options": {k: options[k] for k in sorted(options)},
+                "versions": versions()}
+    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
+
+
+def _dims(shape: object) -> list[int] | str:
+    """A shape as a list of ints; anything else by its repr (the loader then says what is
+    wrong with it, and no entry is written for a failed load)."""
+    try:
+        return [int(d) for d in shape]  # type: ignore[attr-defined]
+    except (TypeError, ValueError):
+        return repr(shape)
+
+
+def versions() -> dict[str, str]:
+    """The versions whose change invalidates every entry."""
+    from ... import __version__
+
+    found = {"partition_lab": __version__, "tvm": str(tvm.__version__)}
+    for package in ("onnx", "torch"):
+        try:
+            found[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            found[package] = "none"
+    return found
+
+
+def file_digest(path: Path) -> str:
+    """The SHA-256 of the file's content, read in chunks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+@contextlib.contextmanager
+def _recording() -> Iterator[list[Path]]:
+    reads: list[Path] = []
+    token = _reads.set(reads)
+    try:
+        yield reads
+    finally:
+        _reads.reset(token)
+
+
+def write_entry(entry: Path, loaded: Loaded, reads: list[Path], folder: Path) -> None:
+    """Store ``loaded`` at ``entry`` (atomically), with the digests of the files it read."""
+    mod, params = loaded
+    module = tvm.ir.save_json(mod).encode("utf-8")
+    arrays = {name: np.ascontiguousarray(array.numpy()) for name, array in params.items()}
+    weights = b"".join(array.tobytes() for array in arrays.values())
+    header = {"format": CACHE_FORMAT, "module_bytes": len(module), "params_bytes": len(weights),
+              "params": [[name, array.dtype.str, list(array.shape)]
+                         for name, array in arrays.items()],
+              "sha256": _payload_digest(module, weights),
+              "reads": {os.path.relpath(p, folder): file_digest(p) for p in reads}}
+    head = json.dumps(header, sort_keys=True).encode("utf-8")
+    entry.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(entry, MAGIC + _LENGTH.pack(len(head)) + head + module + weights)
+
+
+def read_entry(entry: Path, folder: Path) -> Loaded | None:
+    """The module and weights stored at ``entry``, or None when there is none or it is not
+    intact (then it is removed, and the caller converts again)."""
+    try:
+        data = entry.read_bytes()
+    except OSError:
+        return None
+    try:
+        return _decode(data, folder)
+    except Exception:  # noqa: BLE001  (any failure to read back means: do not trust it)
+        with contextlib.suppress(OSError):
+            entry.unlink()
+        return None
+
+
+class _Stale(ValueError):
+    """An entry that is cut short, garbled, of another format, or whose read files changed."""
+
+
+def _decode(data: bytes, folder: Path) -> Loaded:
+    if not data.startswith(MAGIC):
+        raise _Stale("not an entry")
+    start = len(MAGIC) + _LENGTH.size
+    (head_length,) = _LENGTH.unpack_from(data, len(MAGIC))
+    header = json.loads(data[start:start + head_length])
+    body = start + head_length
+    view = memoryview(data)  # no copies of the weights while they are checked
+    module = view[body:body + header["module_bytes"]]
+    weights = view[body + header["module_bytes"]:]
+    if header["format"] != CACHE_FORMAT or len(module) != header["module_bytes"] or \
+            len(weights) != header["params_bytes"] or \
+            _payload_digest(module, weights) != header["sha256"]:
+        raise _Stale("cut short or garbled")
+    for name, digest in header["reads"].items():
+        if file_digest(folder / name) != digest:
+            raise _Stale(f"{name} changed")
+    mod = tvm.ir.load_json(bytes(module).decode("utf-8"))
+    if not isinstance(mod, tvm.IRModule):
+        raise _Stale("not a module")
+    return relay.transform.InferType()(mod), _params(header["params"], weights)
+
+
+def _params(records: list[list[Any]], weights: memoryview) -> dict[str, tvm.nd.NDArray]:
+    """The weights from their raw bytes: one copy each into TVM (``relay.load_param_dict``
+    took 4.9 s for SimplePose's 277 MB here, this a fraction of it)."""
+    params: dict[str, tvm.nd.NDArray] = {}
+    offset = 0
+    for name, dtype, shape in records:
+        kind = np.dtype(dtype)
+        count = int(np.prod(shape, dtype=np.int64))
+        array = np.frombuffer(weights, kind, count, offset).reshape(shape)
+        params[str(name)] = tvm.nd.array(array)
+        offset += count * kind.itemsize
+    if offset != len(weights):
+        raise _Stale("weights do not add up")
+    return params
+
+
+def _payload_digest(module: bytes | memoryview, weights: bytes | memoryview) -> str:
+    digest = hashlib.sha256(module)
+    digest.update(weights)
+    return digest.hexdigest()

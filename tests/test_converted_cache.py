@@ -1,0 +1,201 @@
+"""Issue 24, item 4: the converted-model cache. A second load of the same file skips the
+conversion; any change of the file (or a file it reads), the shapes, the options or the
+versions converts again; an entry that is cut short or garbled is rebuilt, never trusted."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+import tvm
+from onnx import TensorProto, helper, numpy_helper
+
+import partition_lab
+from partition_lab import load_model
+from partition_lab.cli import main
+from partition_lab.relay import frontends
+from partition_lab.relay.frontends import _cache
+
+
+@pytest.fixture(autouse=True)
+def cache_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fresh cache folder per test (the zoo's files are not needed here)."""
+    root = tmp_path / "cache"
+    monkeypatch.setenv("PARTITION_LAB_CACHE", str(root))
+    return root
+
+
+@pytest.fixture
+def conversions(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """The files converted (not taken from the cache), in order."""
+    converted: list[Path] = []
+    real = frontends._load_file
+
+    def counting(path: Path, *args: object, **kwargs: object) -> object:
+        converted.append(path)
+        return real(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(frontends, "_load_file", counting)
+    return converted
+
+
+def conv_onnx(path: Path, seed: int = 0, batch: int | str = 1,
+              external: bool = False) -> Path:
+    """A Conv (``my_conv``) + Relu model; ``external`` keeps its weight in ``weights.bin``."""
+    weight = numpy_helper.from_array(
+        np.random.default_rng(seed).standard_normal((4, 3, 3, 3)).astype("float32"), "conv_w")
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["data", "conv_w"], ["c"], name="my_conv", pads=[1] * 4),
+         helper.make_node("Relu", ["c"], ["out"], name="my_relu")],
+        "conv_relu",
+        [helper.make_tensor_value_info("data", TensorProto.FLOAT, [batch, 3, 8, 8])],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)], [weight])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    if external:
+        onnx.save(model, path, save_as_external_data=True, location="weights.bin",
+                  size_threshold=0)
+    else:
+        onnx.save(model, path)
+    return path
+
+
+def entries(root: Path) -> list[Path]:
+    return sorted((root / "converted").glob("*/*.tvm"))
+
+
+def test_second_load_skips_the_conversion_and_gives_the_same_module(
+        tmp_path: Path, cache_root: Path, conversions: list[Path]) -> None:
+    path = conv_onnx(tmp_path / "m.onnx")
+    first_mod, first_params = load_model(path, cache=True)
+    second_mod, second_params = load_model(path, cache=True)
+    assert conversions == [path]  # converted once
+    assert tvm.ir.structural_equal(first_mod, second_mod, map_free_vars=True)
+    assert first_params.keys() == second_params.keys()
+    for name, array in first_params.items():
+        np.testing.assert_array_equal(array.numpy(), second_params[name].numpy())
+    assert frontends.source_name(second_mod["main"].body) == "my_relu"  # spans kept
+    [entry] = entries(cache_root)
+    assert [p.name for p in entry.parent.iterdir()] == [entry.name]  # no staging file left
+    plan = partition_lab.partition(second_mod, "tensorcore", params=second_params).plan
+    assert "my_conv" in {node.name for node in plan.graph}
+
+
+def test_without_cache_nothing_is_written(tmp_path: Path, cache_root: Path,
+                                          conversions: list[Path]) -> None:
+    path = conv_onnx(tmp_path / "m.onnx")
+    load_model(path)
+    load_model(path)
+    assert len(conversions) == 2 and not cache_root.exists()
+
+
+def test_a_changed_file_converts_again(tmp_path: Path, cache_root: Path,
+                                       conversions: list[Path]) -> None:
+    path = conv_onnx(tmp_path / "m.onnx", seed=0)
+    _, before = load_model(path, cache=True)
+    conv_onnx(path, seed=1)  # same name, same size, other weights
+    _, after = load_model(path, cache=True)
+    assert len(conversions) == 2 and len(entries(cache_root)) == 2
+    assert not np.array_equal(before["conv_w"].numpy(), after["conv_w"].numpy())
+
+
+def test_changed_external_data_converts_again(tmp_path: Path, conversions: list[Path]) -> None:
+    path = conv_onnx(tmp_path / "m.onnx", seed=0, external=True)
+    load_model(path, cache=True)
+    load_model(path, cache=True)
+    assert len(conversions) == 1
+    data = (tmp_path / "weights.bin").read_bytes()
+    (tmp_path / "weights.bin").write_bytes(data[::-1])  # the .onnx file is unchanged
+    _, params = load_model(path, cache=True)
+    assert len(conversions) == 2
+    assert params["conv_w"].numpy().tobytes() == data[::-1]
+
+
+def test_shapes_and_options_are_part_of_the_key(tmp_path: Path,
+                                                conversions: list[Path]) -> None:
+    path = conv_onnx(tmp_path / "m.onnx", batch="N")
+    one, _ = load_model(path, {"data": (1, 3, 8, 8)}, cache=True)
+    two, _ = load_model(path, {"data": (2, 3, 8, 8)}, cache=True)
+    assert len(conversions) == 2
+    assert [int(d) for d in two["main"].params[0].checked_type.shape] == [2, 3, 8, 8]
+    load_model(path, {"data": [1, 3, 8, 8]}, cache=True)  # the same shape, as a list: a hit
+    assert len(conversions) == 2
+    load_model(path, {"data": (1, 3, 8, 8)}, check_onnx=False, cache=True)
+    assert len(conversions) == 3
+    assert one is not None
+
+
+@pytest.mark.parametrize("package", ["partition_lab", "tvm"])
+def test_a_new_version_converts_again(package: str, tmp_path: Path, conversions: list[Path],
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    path = conv_onnx(tmp_path / "m.onnx")
+    load_model(path, cache=True)
+    if package == "partition_lab":
+        monkeypatch.setattr(partition_lab, "__version__", "99.0.0")
+    else:
+        monkeypatch.setattr(tvm, "__version__", "0.99.dev0")
+    load_model(path, cache=True)
+    assert len(conversions) == 2
+
+
+def _truncate(entry: Path) -> None:
+    entry.write_bytes(entry.read_bytes()[: entry.stat().st_size // 2])
+
+
+def _garble_weights(entry: Path) -> None:
+    data = bytearray(entry.read_bytes())
+    data[-20:-4] = bytes(16)  # inside the last weight: the lengths still add up
+    entry.write_bytes(bytes(data))
+
+
+def _garble_header(entry: Path) -> None:
+    data = entry.read_bytes()
+    entry.write_bytes(data[:40] + b"{not json" + data[49:])
+
+
+def _empty(entry: Path) -> None:
+    entry.write_bytes(b"")
+
+
+@pytest.mark.parametrize("damage", [_truncate, _garble_weights, _garble_header, _empty])
+def test_a_damaged_entry_is_rebuilt_not_trusted(damage, tmp_path: Path, cache_root: Path,
+                                                conversions: list[Path]) -> None:
+    path = conv_onnx(tmp_path / "m.onnx")
+    _, want = load_model(path, cache=True)
+    [entry] = entries(cache_root)
+    damage(entry)
+    _, got = load_model(path, cache=True)
+    assert len(conversions) == 2  # converted again, not read from the damaged entry
+    np.testing.assert_array_equal(got["conv_w"].numpy(), want["conv_w"].numpy())
+    load_model(path, cache=True)  # the rebuilt entry is intact and used
+    assert len(conversions) == 2
+    assert _cache.read_entry(entry, tmp_path) is not None
+
+
+def test_an_unwritable_cache_only_costs_time(tmp_path: Path, cache_root: Path,
+                                             conversions: list[Path]) -> None:
+    cache_root.mkdir()
+    (cache_root / "converted").write_text("a file where the folder goes")
+    path = conv_onnx(tmp_path / "m.onnx")
+    load_model(path, cache=True)
+    load_model(path, cache=True)
+    assert len(conversions) == 2
+
+
+def test_cli_times_the_stages_with_debug_and_reuses_the_conversion(
+        tmp_path: Path, cache_root: Path, capsys: pytest.CaptureFixture[str],
+        conversions: list[Path]) -> None:
+    path = conv_onnx(tmp_path / "m.onnx")
+    argv = ["viz", str(path), "-t", "tensorcore", "-o", str(tmp_path / "m.svg"), "--debug"]
+    assert main(argv) == 0
+    first = capsys.readouterr().err
+    assert main(argv) == 0
+    second = capsys.readouterr().err
+    assert len(conversions) == 1
+    for stage in ("load", "convert", "prepare", "partition", "render"):
+        assert f" {stage} " in first.split("stages:")[1], first
+    assert " convert " not in second.split("stages:")[1]  # taken from the cache
+    assert main(argv[:-1] + ["--no-model-cache"]) == 0
+    assert len(conversions) == 2
+    assert "stages:" not in capsys.readouterr().err  # only with --debug
