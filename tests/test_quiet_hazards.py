@@ -16,7 +16,6 @@ import jsonschema
 import numpy as np
 import pytest
 import tvm
-from tvm import relay
 
 import partition_lab
 from partition_lab.schemas import load_schema

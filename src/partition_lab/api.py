@@ -16,6 +16,8 @@ from typing import Any
 import tvm
 
 from ._optional import tvm_has_relay
+from ._stages import stage
+from ._tvm_logs import quiet_tvm_logs
 from .comparison import Comparison, compare_plans
 from .core.graph import OpGraph
 from .core.hazards import NumericHazard
@@ -24,8 +26,6 @@ from .core.platform import Platform
 from .core.support import Support, Verdict
 from .cost_models import get_cost_model
 from .cost_models.base import CostBreakdown, CostModel, evaluate
-from ._stages import stage
-from ._tvm_logs import quiet_tvm_logs
 from .errors import ArgumentError, PartitionLabError
 from .strategies import default_strategy, get_strategy
 from .targets import TargetSpec, get_platform

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from .._io import check_regular_file
-from .._stages import stage
 from .._outputs import check_outputs, input_files, write_together
+from .._stages import stage
 from ..errors import PartitionLabError
 from ..progress import Progress
 from ..targets import available_targets, get_platform

@@ -26,8 +26,8 @@ from tvm.relay.frontend import onnx as onnx_frontend
 
 from ..._audience import shapes_hint
 from ..._io import check_regular_file
-from ...errors import InputShapeError, ModelFormatError, UnsafeModelError, UnsupportedOperatorError
 from ..._stages import stage
+from ...errors import InputShapeError, ModelFormatError, UnsafeModelError, UnsupportedOperatorError
 from ._cache import note_read
 from ._common import DeclaredDim, Shape, finish_module, resolve_declared_shapes
 from ._incremental import incremental_inference

@@ -310,7 +310,7 @@ def _in_float32(expr: relay.Call, args: tuple[relay.Expr, ...], new_args: list[r
             not _tensors(expr.checked_type):
         return None
     up = []
-    for arg, new, record, ty in zip(args, new_args, overflowed, types, strict=False):
+    for _arg, new, record, ty in zip(args, new_args, overflowed, types, strict=False):
         if record is not None:
             up.append(relay.const(record.wide.astype("float32")))
         elif str(ty.dtype) != "float16":
