@@ -14,6 +14,7 @@ from ..progress import Progress
 from ..targets import available_targets, get_platform
 from .jobs import (
     MODEL_HELP,
+    PROG,
     Job,
     UsageError,
     check_gate,
@@ -190,12 +191,25 @@ def run_profile(args: argparse.Namespace) -> int:
 
 
 def run_targets(args: argparse.Namespace) -> int:
-    """``partition-lab targets``: every built-in platform, its devices, and their rules."""
-    for i, name in enumerate(available_targets()):
-        platform = get_platform(name)
-        print(("\n" if i else "") + platform.describe())
+    """``partition-lab targets [NAME]``: one line per built-in platform, or one platform (a name
+    or a file) with its devices and every rule of each."""
+    if args.name:
+        platform = get_platform(args.name)  # raises UnknownTargetError listing the names
+        print(platform.describe())
         for device in platform.accelerators:
             print(device.target.describe())
+        return 0
+    names = available_targets()
+    width = max(map(len, names))
+    for name in names:
+        platform = get_platform(name)
+        # The first clause of each accelerator's description says what it is (neuron-cc's
+        # release); the rest is its op list, which 'targets NAME' shows.
+        what = "; ".join(d.target.description.split(":")[0].split(";")[0]
+                        for d in platform.accelerators)
+        print(f"{name:<{width}}  {', '.join(platform.names)}" + (f": {what}" if what else ""))
+    print(f"\n'{PROG} targets NAME' shows a target's devices and rules; a TOML/JSON target or "
+          "platform file works wherever a name does")
     return 0
 
 

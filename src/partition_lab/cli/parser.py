@@ -332,8 +332,12 @@ def _add_profile(commands: Any) -> None:
 
 
 def _add_targets(commands: Any) -> None:
-    _subparser(commands, "targets", "list the built-in targets and their rules",
-               ["partition-lab targets"], run_targets)
+    sub = _subparser(commands, "targets", "list the built-in targets, or show one with its rules",
+                     ["partition-lab targets", "partition-lab targets tensorcore",
+                      "partition-lab targets examples/targets/npu.toml"], run_targets)
+    sub.add_argument("name", nargs="?", metavar="NAME",
+                     help="a target or platform name, or a target/platform file: its devices "
+                          "and every rule (default: one line per built-in target)")
 
 
 def _add_zoo(commands: Any) -> None:
