@@ -217,11 +217,17 @@ def run_zoo(args: argparse.Namespace) -> int:
     """``partition-lab zoo``: the bundled models, their inputs and the story each tells."""
     from .. import zoo
 
-    for name in zoo.names() + zoo.torchvision_names() + zoo.transformers_names():
+    pytorch_built = zoo.torchvision_names() + zoo.transformers_names()
+    mxnet = zoo.mxnet_installed()
+    # What works here first: without MXNet the gluoncv builds come last, each naming its twin.
+    for name in zoo.names() + pytorch_built if mxnet else pytorch_built + zoo.names():
         entry = zoo.info(name)
         shapes = ", ".join(f"{k}={','.join(map(str, v))}" for k, v in entry.input_shapes.items())
         print(f"{name}\n  {entry.description}\n  inputs: {shapes}\n  needs: "
               f"{', '.join(entry.needs)} (to build; {', '.join(entry.frontends)} frontend)")
         if getattr(entry, "story", None):
             print(f"  story: {entry.story}")
+        if entry.built_with == "mxnet" and not mxnet:
+            twin = zoo.torchvision_twin(name)
+            print("  here: MXNet is not installed" + (f"; use {twin}" if twin else ""))
     return 0
