@@ -7,8 +7,8 @@ from collections.abc import Callable
 from typing import Any, NoReturn
 
 from .. import __version__, strategies
-from ..zoo import example_spec, mxnet_installed
 from ..targets import available_targets
+from ..zoo import example_spec, mxnet_installed
 from .commands import (
     run_compare,
     run_partition,
