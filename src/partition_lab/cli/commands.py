@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -126,7 +127,14 @@ def run_compare(args: argparse.Namespace) -> int:
     with job.progress.step(f"comparing {len(names) if names else 'all'} strategies"):
         comparison = compare_plans(analysis.graph, analysis.support, strategies=names,
                                    cost_model=analysis.cost_model)
-    print(comparison.to_json() if args.json else comparison.to_table())
+    if args.json:
+        print(comparison.to_json())
+    elif sys.stdout.isatty():  # rich's box and colours; plain, stable text for pipes and files
+        from rich.console import Console
+
+        comparison.print_to(Console(highlight=False))
+    else:
+        print(comparison.to_table())
     return 0
 
 

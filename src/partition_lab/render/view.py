@@ -16,6 +16,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from .._units import counted, format_bytes, format_time  # noqa: F401  (re-exported by render)
 from ..core.graph import OpGraph, OpNode, Tensor
 from ..core.plan import PartitionPlan, Region
 from ..core.platform import HOST, Device, Platform
@@ -124,27 +125,6 @@ def role_text(device: Device) -> str:
     if device.role == "main":
         return "main target, inline"
     return f"BYOC, Compiler {device.compiler}" if device.compiler else "BYOC"
-
-
-def format_time(seconds: float) -> str:
-    """A duration for a label: ``12.3 ms``, ``45.6 us``, ``1.23 s``, ``0``."""
-    if seconds == 0:
-        return "0"
-    if seconds >= 1.0:
-        return f"{seconds:.2f} s"
-    if seconds >= 1e-3:
-        return f"{seconds * 1e3:.3g} ms"
-    if seconds >= 1e-6:
-        return f"{seconds * 1e6:.3g} us"
-    return f"{seconds * 1e9:.3g} ns"
-
-
-def format_bytes(nbytes: float) -> str:
-    """A size for a label in decimal units: ``512 B``, ``3.2 kB``, ``25.7 MB``."""
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if nbytes >= scale:
-            return f"{nbytes / scale:.3g} {unit}"
-    return f"{nbytes:.0f} B"
 
 
 # ---------------------------------------------------------------------------------- plan view
@@ -391,12 +371,10 @@ def _summary_lines(view: _PlanView) -> list[str]:
     plan, graph, cost = view.plan, view.graph, view.cost
     several = len(view.platform.accelerators) > 1
     if several:
-        lines = [f"{len(plan.accelerator_regions)} region(s) off the host, "
-                 f"{len(plan.cpu_regions)} CPU island(s), {len(graph)} ops on "
+        lines = [f"{plan.regions_text()}, {len(graph)} ops on "
                  f"{len(view.platform.devices)} devices"]
     else:
-        lines = [f"{len(plan.accelerator_regions)} accelerator region(s), "
-                 f"{len(plan.cpu_regions)} CPU island(s), "
+        lines = [f"{plan.regions_text()}, "
                  f"{len(plan.accelerator_nodes)}/{len(graph)} ops on {plan.platform_name}"]
     nbytes = sum(cut.nbytes for cut in view.cuts.values())
     lines.append(f"{len(view.cuts)} tensor copies between devices, {format_bytes(nbytes)}")
