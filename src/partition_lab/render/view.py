@@ -12,6 +12,7 @@ from __future__ import annotations
 import colorsys
 import hashlib
 import re
+import textwrap
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -486,18 +487,23 @@ def _histogram_lines(ops: list[str], top: int = 4) -> list[str]:
 
 def _wrap(text: str, width: int) -> list[str]:
     """Break ``text`` at spaces into lines of at most ``width`` characters (long words stay)."""
-    lines: list[str] = []
-    for word in text.split():
-        if lines and len(lines[-1]) + 1 + len(word) <= width:
-            lines[-1] += " " + word
-        else:
-            lines.append(word)
-    return lines
+    return textwrap.wrap(text, width, break_long_words=False, break_on_hyphens=False)
+
+
+class _NameWrapper(textwrap.TextWrapper):
+    """Wraps a name (no spaces) after its ``.``, ``/`` and ``_``, the boundaries of module paths
+    and MXNet names, and mid-part only where one part is longer than a line."""
+
+    # TextWrapper splits text into chunks with this (capturing: the chunks are kept) and packs
+    # them into lines; with break_on_hyphens off it is the only split.
+    wordsep_simple_re = re.compile(r"([^./_]*[./_])")
 
 
 def _chunks(text: str, width: int) -> list[str]:
-    """A name without spaces in lines of ``width`` characters: wrapped, never cut."""
-    return [text[i:i + width] for i in range(0, len(text), width)] or [""]
+    """A name without spaces in lines of ``width`` characters: wrapped at its ``.``, ``/`` and
+    ``_``, never cut; the lines joined are the name."""
+    wrapper = _NameWrapper(width, break_on_hyphens=False, drop_whitespace=False)
+    return wrapper.wrap(text) or [""]
 
 
 def _node_id(node: int) -> str:

@@ -58,7 +58,7 @@ from typing import Any, Literal
 import numpy as np
 
 from .._audience import option, shapes_hint
-from .._io import CACHE_ENV, cache_root  # noqa: F401  (CACHE_ENV: tests and docs name it here)
+from .._io import CACHE_ENV, cache_root, user_cache_dir  # noqa: F401  (CACHE_ENV: tests and docs name it here)
 from .._optional import MissingDependencyError, require_mxnet
 from ..errors import InputShapeError, ModelFormatError, UnsupportedOperatorError
 from ._build import discard, is_intact, remove_stale_parts
@@ -193,7 +193,7 @@ def cache_dir(built_with: str = "mxnet") -> Path:
     """The versioned directory holding the files of the zoo's models built with MXNet (or, with
     ``built_with="torch"``/``"transformers"``, of the torchvision/Hugging Face builds); not
     created here."""
-    root = cache_root(Path.home() / ".cache" / "partition_lab" / "zoo")
+    root = cache_root(user_cache_dir() / "zoo")
     key = _version_key() if built_with == "mxnet" else _torch_version_key(built_with)
     return root / key
 

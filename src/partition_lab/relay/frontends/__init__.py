@@ -113,7 +113,8 @@ def load_model(
     if isinstance(source, str | os.PathLike):
         path = existing_file(source)
         with captured(repr(path.name), bool(input_shapes)):
-            return _load_file(path, input_shapes, params, input_dtypes, check_onnx)
+            return _named(_load_file(path, input_shapes, params, input_dtypes, check_onnx),
+                          _stem(path))
     from ._torch import is_torch_module
 
     if is_torch_module(source):
@@ -121,7 +122,9 @@ def load_model(
 
         example, shapes = _torch_arguments(input_shapes, example_inputs)
         with captured(f"the PyTorch module {type(source).__name__}", bool(shapes)):
-            return load_torch_module(source, example, shapes)
+            # Named by its class: summaries and drawings title it "Segmenter on neuron", not
+            # "graph on neuron".
+            return _named(load_torch_module(source, example, shapes), type(source).__name__)
     kind = _mxnet_object_kind(source)
     if kind == "block":
         from ._mxnet import load_gluon_block
@@ -140,6 +143,22 @@ def load_model(
         "load_model takes a file path, a torch.nn.Module, a Gluon HybridBlock or an MXNet "
         f"Symbol; got {type(source).__name__}"
     )
+
+
+def _named(loaded: tuple[tvm.IRModule, Params], name: str) -> tuple[tvm.IRModule, Params]:
+    """The loaded module with the model's name (``partition_lab.name``, which ``partition``
+    and the drawings use as its title)."""
+    mod, params = loaded
+    return mod.with_attr("partition_lab.name", name), params
+
+
+def _stem(path: Path) -> str:
+    """A model file's name without its suffix: ``resnet50`` for ``resnet50-symbol.json``."""
+    name = path.name
+    for suffix in ("-symbol.json", *ONNX_SUFFIXES, *RELAY_TEXT_SUFFIXES, *TORCH_SUFFIXES):
+        if name.lower().endswith(suffix):
+            return name[:-len(suffix)]
+    return path.stem
 
 
 def source_name(call: Any) -> str | None:
