@@ -239,7 +239,7 @@ def test_partition_writes_plan_json_and_relay_text(tiny_onnx, tmp_path, capsys):
     assert "units" not in plan               # no unit, so no "units" key
     relay = (tmp_path / "plan.relay").read_text()
     assert 'Compiler="neuron"' in relay
-    assert "accelerator region" in stdout
+    assert "2 regions on neuron, 1 CPU island" in stdout  # each region's device, not "accelerator"
 
 
 def test_compare_json(tiny_onnx, capsys):
