@@ -195,7 +195,7 @@ def test_viz_onnx_file_draws_regions_and_cuts(tiny_onnx, tmp_path, capsys):
     assert code == 0, err
     assert f"wrote {out}" in stdout
     clusters, labelled = svg_clusters_and_cut_labels(out)
-    assert clusters == ["cluster_accel0", "cluster_accel2"]  # sign splits the two conv blocks
+    assert clusters == ["cluster_accel0", "cluster_accel1"]  # sign splits the two conv blocks
     assert len(labelled) == 4  # input in, to sign, back from sign, output out
     assert all(words[0].startswith("float32[1,") for words in labelled)
     assert "sign is not in neuron" in out.read_text()
@@ -239,7 +239,7 @@ def test_partition_writes_plan_json_and_relay_text(tiny_onnx, tmp_path, capsys):
     assert "units" not in plan               # no unit, so no "units" key
     relay = (tmp_path / "plan.relay").read_text()
     assert 'Compiler="neuron"' in relay
-    assert "accelerator region" in stdout
+    assert "2 regions on neuron, 1 CPU island" in stdout  # each region's device, not "accelerator"
 
 
 def test_compare_json(tiny_onnx, capsys):

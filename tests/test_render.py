@@ -435,7 +435,8 @@ def test_the_three_device_plan_uses_every_device():
     plan = three_device_plan()
     assert [d.device for d in plan.decisions] == [
         "npu", "npu", "dsp", "npu", "npu", "cpu", "npu", "npu"]
-    assert [r.label for r in plan.regions] == ["npu0", "dsp1", "npu2", "cpu3", "npu4"]
+    # numbered per device, in plan order
+    assert [r.label for r in plan.regions] == ["npu0", "dsp0", "npu1", "cpu0", "npu2"]
 
 
 @pytest.mark.parametrize("collapse", [False, True])
@@ -443,9 +444,9 @@ def test_three_device_clusters_have_one_colour_per_device(collapse):
     plan = three_device_plan()
     colours = cluster_colours(render.draw(plan, evaluate(plan, ToyCost()),
                                           collapse=collapse).source)
-    assert sorted(colours) == ["dsp1", "npu0", "npu2", "npu4"]  # the host island is no cluster
+    assert sorted(colours) == ["dsp0", "npu0", "npu1", "npu2"]  # the host island is no cluster
     assert {colours[r.label] for r in plan.regions_on("npu")} == {NPU_COLOUR}
-    assert colours["dsp1"] == DSP_COLOUR
+    assert colours["dsp0"] == DSP_COLOUR
 
 
 def test_the_legend_lists_each_device_with_its_colour_role_and_op_count():
@@ -461,17 +462,17 @@ def test_the_legend_lists_each_device_with_its_colour_role_and_op_count():
             "(BYOC, Compiler dsp): 1 op in 1 region") in header
     assert "on the CPU (host, 1 op)" in header
     assert "idle" not in header  # a device the plan does not use is not listed
-    assert "5 region(s) off the host" not in header and "4 region(s) off the host" in header
+    assert "3 regions on npu, 1 region on dsp, 1 CPU island" in header
 
 
 def test_devices_without_a_colour_or_with_a_taken_one_get_a_stable_hash_colour():
     plan = three_device_plan(npu_dsp_cpu(npu_colour="", dsp_colour=""))
     colours = cluster_colours(render.draw(plan).source)
     assert colours["npu0"] == render.target_colours("npu")[0]
-    assert colours["dsp1"] == render.target_colours("dsp")[0]
+    assert colours["dsp0"] == render.target_colours("dsp")[0]
     same = three_device_plan(npu_dsp_cpu(dsp_colour=NPU_COLOUR))
     colours = cluster_colours(render.draw(same).source)
-    assert colours["npu0"] == NPU_COLOUR and colours["dsp1"] == render.target_colours("dsp")[0]
+    assert colours["npu0"] == NPU_COLOUR and colours["dsp0"] == render.target_colours("dsp")[0]
     assert render.device_colours(same.platform)["dsp"][1] != render.device_colours(
         same.platform)["npu"][1]
 
@@ -495,7 +496,7 @@ def test_ops_show_why_a_more_preferred_device_rejected_them():
 def test_no_drawn_text_names_a_region_label_absent_from_the_plan():
     base = three_device_plan()
     reasons = {6: "region npu7 (2 ops: nn.relu, nn.conv2d) excluded: predicted 1 ms vs 0.5 ms",
-               7: "nn.conv2d_7 moved from region npu2 to dsp9 and then cpu3: slower"}
+               7: "nn.conv2d_7 moved from region npu1 to dsp9 and then cpu0: slower"}
     devices = [d.device for d in base.decisions]
     devices[6] = devices[7] = "cpu"
     plan = PartitionPlan.from_devices(base.graph, base.support, "cost", devices, reasons,
@@ -503,7 +504,7 @@ def test_no_drawn_text_names_a_region_label_absent_from_the_plan():
     plan.validate()
     labels = {r.label for r in plan.regions}
     assert "npu7" not in labels and "dsp9" not in labels and "dsp5" not in labels
-    assert {"npu2", "cpu3"} <= labels
+    assert {"npu1", "cpu0"} <= labels
     words = re.compile(r"(?<![\w@.])((?:npu|dsp|cpu|accel)\d+)(?![\w@])")
     for collapse in (False, True):
         svg = svg_of(plan, evaluate(plan, ToyCost()), collapse=collapse)
@@ -513,7 +514,7 @@ def test_no_drawn_text_names_a_region_label_absent_from_the_plan():
         assert "npu7" not in drawn and "its region excluded" in drawn
         # Reasons name no region (their labels are the strategy's search state); notes keep the
         # labels of drawn regions.
-        assert "region npu2" not in drawn and "moved from its region" in drawn
+        assert "region npu1" not in drawn and "moved from its region" in drawn
         assert "region dsp5" not in drawn and "its region was tried" in drawn
 
 
@@ -557,7 +558,7 @@ def test_copies_within_one_memory_are_not_cuts_and_each_domain_gets_one_label():
     assert CUT_COLOUR_ATTR in edges["in0 -> n0"]
     colours = cluster_colours(source)
     assert colours["tensorcore0"] == render.TARGET_COLOURS["tensorcore"][0]
-    assert colours["cuda1"] == platform.device("cuda").colour
+    assert colours["cuda0"] == platform.device("cuda").colour
 
 
 CUT_COLOUR_ATTR = f'color="{render.CUT_COLOUR}"'

@@ -74,3 +74,16 @@ def test_long_node_names_wrap_instead_of_being_cut() -> None:
     lines = _op_lines(op)
     assert lines[0] == "nn.batch_norm" and "".join(lines[1:]) == name
     assert all(len(line) <= 40 for line in lines)
+    assert lines[1] == "resnetv1b_layer4_bottleneck2_batchnorm_"  # at a boundary, not mid-word
+
+
+@pytest.mark.parametrize("name, lines", [
+    ("encoder.layer.11.attention.self_attention#24",
+     ["encoder.layer.11.attention.self_", "attention#24"]),
+    ("backbone.layer1/add", ["backbone.layer1/add"]),
+    ("x" * 50, ["x" * 40, "x" * 10]),  # one part longer than a line: cut, still whole joined
+])
+def test_names_wrap_at_dots_slashes_and_underscores(name: str, lines: list[str]) -> None:
+    from partition_lab.render.view import _chunks
+
+    assert _chunks(name, 40) == lines

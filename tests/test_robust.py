@@ -88,6 +88,17 @@ def test_gain_sigma_counts_only_what_differs() -> None:
     assert decision.leave and decision.threshold == pytest.approx(2 * decision.sigma)
 
 
+def test_the_note_says_the_gain_is_what_exceeds_the_threshold_or_not() -> None:
+    from partition_lab.strategies.robust import RobustChoice
+
+    kept = RobustChoice(False, 0.82e-3, 0.88e-3, 1.76e-3).note("cost")
+    assert kept.startswith("cost: kept greedy's plan: the predicted gain of 0.82 ms does not "
+                           "exceed the threshold of 1.76 ms (uncertainty 0.88 ms, 1 sigma)")
+    left = RobustChoice(True, 2.21e-3, 0.78e-3, 1.56e-3).note("optimal")
+    assert left == ("optimal: left greedy's plan: the predicted gain of 2.21 ms exceeds the "
+                    "threshold of 1.56 ms (uncertainty 0.78 ms, 1 sigma)")
+
+
 def test_a_shared_device_drift_grows_with_the_work_moved_not_its_square_root() -> None:
     # 40 ops move from the accelerator to the host. Independent op errors average out (their
     # sigma grows like sqrt(40)); a device that runs 10% slow on the day slows all 40 alike, so

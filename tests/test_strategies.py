@@ -336,6 +336,10 @@ def test_compare_table_json_and_best() -> None:
     for name in ALL:
         assert name in table
     assert "n/a" in table and f"best: {best.strategy}" in table
+    # Plain text off a terminal (rich's table without box or colour): stable for scripts.
+    assert "\x1b" not in table and "┃" not in table and " ms " in table
+    assert table == comparison.to_table() and not any(line != line.rstrip()
+                                                      for line in table.splitlines())
     greedy = comparison.row("greedy")
     assert greedy.total_s == pytest.approx(
         greedy.compute_cpu_s + greedy.compute_accel_s + greedy.transfer_s + greedy.overhead_s)

@@ -262,3 +262,43 @@ def test_load_returns_modules_callers_can_change() -> None:
     params.clear()
     again, again_params = zoo.load("tiny_yolo_v2", small=True)
     assert len(again["main"].params) == 1 + len(again_params) > 1
+
+
+def test_every_gluoncv_twin_is_a_torchvision_build_with_the_same_inputs() -> None:
+    from partition_lab.zoo._catalog import TORCHVISION_TWINS
+
+    assert TORCHVISION_TWINS["resnet50_v1"] == "tv:resnet50"
+    for gluoncv, twin in TORCHVISION_TWINS.items():
+        assert zoo.info(gluoncv).built_with == "mxnet" and zoo.info(twin).built_with == "torch"
+        assert set(zoo.info(twin).input_shapes) == set(zoo.info(gluoncv).input_shapes)
+    assert zoo.torchvision_twin("resnet50_v1", small=True) == "tv:resnet50:small"
+    assert zoo.torchvision_twin("resnet50_v1_b32") == \
+        "tv:resnet50 with input_shapes={'data': (32, 3, 224, 224)}"
+    assert zoo.torchvision_twin("tiny_yolo_v2") is None
+
+
+def test_without_mxnet_the_defaults_and_examples_are_what_works(monkeypatch) -> None:
+    monkeypatch.setattr(zoo, "mxnet_installed", lambda: False)
+    assert zoo.default_frontend("resnet50_v1") == "onnx"
+    assert zoo.example_spec("resnet50_v1_b32") == "tv:resnet50 --input-shape data=32,3,224,224"
+    assert zoo.example_spec("fcn_resnet101_ade:small") == "tv:fcn_resnet101:small"
+    monkeypatch.setattr(zoo, "mxnet_installed", lambda: True)
+    assert zoo.default_frontend("resnet50_v1") == "mxnet"
+    assert zoo.example_spec("resnet50_v1_b32") == "zoo:resnet50_v1_b32"
+    assert zoo.default_frontend("tv:resnet50") == "onnx"
+
+
+def test_a_gluoncv_model_without_mxnet_names_its_twin(tmp_path, monkeypatch) -> None:
+    from partition_lab._optional import MissingDependencyError
+
+    def missing(what: str, **_: object) -> None:
+        raise MissingDependencyError(f"{what} needs MXNet, which is not installed", name="mxnet")
+
+    monkeypatch.setenv("PARTITION_LAB_CACHE", str(tmp_path))  # nothing cached: it must build
+    monkeypatch.setattr(zoo, "require_mxnet", missing)
+    with pytest.raises(MissingDependencyError, match=r"use its torchvision build, "
+                       r"tv:simple_pose_resnet152:small, which needs no MXNet$") as error:
+        zoo.mxnet_paths("simple_pose_resnet152_v1b", small=True)
+    assert "\n" not in str(error.value)
+    with pytest.raises(MissingDependencyError, match="not installed$"):
+        zoo.mxnet_paths("tiny_yolo_v2", small=True)  # no twin: the message as it was

@@ -146,6 +146,15 @@ def cache_root(default: Path) -> Path:
     return Path(value).expanduser() if value else default
 
 
+def user_cache_dir() -> Path:
+    """Where this OS keeps a user's caches, for partition_lab: ``~/.cache/partition_lab`` on
+    Linux (``$XDG_CACHE_HOME`` honoured), ``~/Library/Caches/partition_lab`` on macOS
+    (``platformdirs``); the default under :func:`cache_root`'s override. Not created here."""
+    import platformdirs
+
+    return platformdirs.user_cache_path("partition_lab", appauthor=False)
+
+
 _SPECIAL_FILES = (
     (stat.S_ISFIFO, "a named pipe (FIFO)"),
     (stat.S_ISCHR, "a character device"),

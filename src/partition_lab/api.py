@@ -18,6 +18,7 @@ import tvm
 from ._optional import tvm_has_relay
 from ._stages import stage
 from ._tvm_logs import quiet_tvm_logs
+from ._units import counted, format_bytes, format_time
 from .comparison import Comparison, compare_plans
 from .core.graph import OpGraph
 from .core.hazards import NumericHazard
@@ -63,10 +64,10 @@ class PartitionResult:
         if self.cost is not None:
             c = self.cost
             lines.append(
-                f"  predicted ({c.model}): total {c.total * 1e3:.3f} ms = CPU {c.compute_cpu * 1e3:.3f}"
-                f" + accelerator {c.compute_accel * 1e3:.3f} + copies {c.transfer * 1e3:.3f}"
-                f" ({len(c.cuts)} tensors, {c.transfer_bytes / 1e6:.2f} MB)"
-                f" + launches {c.overhead * 1e3:.3f}")
+                f"  predicted ({c.model}): total {format_time(c.total)} = CPU "
+                f"{format_time(c.compute_cpu)} + accelerator {format_time(c.compute_accel)} + "
+                f"copies {format_time(c.transfer)} ({counted(len(c.cuts), 'tensor')}, "
+                f"{format_bytes(c.transfer_bytes)}) + launches {format_time(c.overhead)}")
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
@@ -83,10 +84,9 @@ class PartitionResult:
         return self.summary()
 
     def __repr__(self) -> str:  # short: the modules and the graph are megabytes of text
-        total = f", predicted {self.cost.total * 1e3:.3f} ms" if self.cost is not None else ""
+        total = f", predicted {format_time(self.cost.total)}" if self.cost is not None else ""
         return (f"PartitionResult({self.graph.name or 'graph'!r}, platform={self.plan.platform_name!r}, "
-                f"strategy={self.plan.strategy!r}, {len(self.plan.accelerator_regions)} "
-                f"accelerator region(s), {len(self.plan.cpu_regions)} CPU island(s), "
+                f"strategy={self.plan.strategy!r}, {self.plan.regions_text()}, "
                 f"{len(self.graph)} ops{total})")
 
 

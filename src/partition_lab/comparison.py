@@ -30,6 +30,7 @@ unsupported op).
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import time
@@ -37,6 +38,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from rich.box import HEAVY_HEAD, Box
+from rich.console import Console
+from rich.measure import Measurement
+from rich.table import Table
+
+from ._units import format_bytes, format_time
 from .core.graph import OpGraph
 from .core.plan import PartitionPlan
 from .core.support import Support
@@ -44,6 +51,9 @@ from .cost_models.base import CostBreakdown, CostModel, evaluate
 from .strategies import NotApplicableError, Strategy, available_strategies, get_strategy
 from .strategies.costing import UNCERTAINTY_METHODS, CostTables
 from .strategies.robust import plan_sigma
+
+# Wide enough that a plain-text table never wraps: lines are as long as their cells.
+_PLAIN_WIDTH = 1000
 
 SCHEMA = "partition_lab.compare/2"
 
@@ -120,46 +130,64 @@ class Comparison:
         return json.dumps(self.to_dict(), indent=indent)
 
     def to_table(self) -> str:
-        """An aligned text table (times in ms), then the notes of each strategy."""
-        many = len(self.devices) > 2
-        header = ("strategy", "regions", "ops per device" if many else "ops on accel", "cuts",
-                  "MB cut", "cpu ms", "accel ms", "copy ms", "launch ms", "total ms", "+-2 sd",
-                  "measured", "partition s")
-        lines = []
-        for row in self.rows:
-            if not row.applicable:
-                lines.append((row.strategy, "n/a", "", "", "", "", "", "", "", "", "", "",
-                               f"{row.partition_s:.3f}"))
-                continue
-            ops = ("/".join(str(c) for c in (row.ops_by_device or {}).values()) if many
-                   else f"{row.ops_on_accel}/{len(self.graph)}")
-            lines.append((
-                row.strategy, str(row.accel_regions), ops,
-                str(row.tensors_crossing), f"{(row.bytes_crossing or 0) / 1e6:.3g}",
-                _ms(row.compute_cpu_s), _ms(row.compute_accel_s), _ms(row.transfer_s),
-                _ms(row.overhead_s), _ms(row.total_s),
-                _ms(2 * row.total_sigma_s) if row.total_sigma_s is not None else "-",
-                f"{row.ops_measured}/{len(self.graph)}" if row.ops_measured is not None else "-",
-                f"{row.partition_s:.3f}"))
-        widths = [max(len(str(c)) for c in col) for col in zip(header, *lines, strict=True)]
+        """The table as plain text (no colour, no box), then the notes: what ``compare`` prints
+        when stdout is not a terminal; stable for scripts and tests."""
+        console = Console(file=io.StringIO(), width=_PLAIN_WIDTH, no_color=True,
+                          highlight=False, force_terminal=False)
+        self.print_to(console, box=None)
+        lines = console.file.getvalue().splitlines()  # type: ignore[attr-defined]
+        return "\n".join(line.rstrip() for line in lines)
+
+    def print_to(self, console: Console, *, box: Box | None = HEAVY_HEAD) -> None:
+        """Print the title, the table (a :class:`rich.table.Table`) and the notes to
+        ``console``: on a terminal with rich's box and colours."""
+        console.print(f"{self.graph.name or 'graph'} on {self.platform_name} "
+                      f"({len(self.graph)} ops), cost model {self.cost_model}", markup=False)
+        if len(self.devices) > 2:
+            console.print(f"ops per device: {' / '.join(self.devices)}; 'accel' is every "
+                          "device but the host", markup=False)
+        table = self.rich_table(box=box)
+        # A narrow terminal would cut every cell to "1.…"; wider lines wrap, numbers stay whole.
+        needed = Measurement.get(console, console.options.update_width(_PLAIN_WIDTH), table).maximum
+        console.width = max(console.width, needed)
+        console.print(table)
         best = self.best()
-        out = [f"{self.graph.name or 'graph'} on {self.platform_name} ({len(self.graph)} ops), "
-               f"cost model {self.cost_model}"]
-        if many:
-            out.append(f"ops per device: {' / '.join(self.devices)}; 'accel ms' is every "
-                       "device but the host")
-        out.append("  ".join(h.ljust(w) if i == 0 else h.rjust(w)
-                             for i, (h, w) in enumerate(zip(header, widths, strict=True))))
-        for cells in lines:
-            out.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w)
-                                 for i, (c, w) in enumerate(zip(cells, widths, strict=True))))
         if best:
-            out.append(f"best: {best.strategy} ({_ms(best.total_s)} ms predicted)")
+            console.print(f"best: {best.strategy} ({_time(best.total_s)} predicted)",
+                          markup=False)
         for row in self.rows:
             for note in row.notes:
-                out.append(f"  {note}" if note.startswith(row.strategy) else
-                           f"  {row.strategy}: {note}")
-        return "\n".join(out)
+                console.print(f"  {note}" if note.startswith(row.strategy) else
+                              f"  {row.strategy}: {note}", markup=False, soft_wrap=True)
+
+    def rich_table(self, *, box: Box | None = HEAVY_HEAD) -> Table:
+        """One row per strategy: regions, ops placed, copies, predicted times (each with its
+        unit), the uncertainty, how many ops were measured and the strategy's own run time."""
+        many = len(self.devices) > 2
+        table = Table(box=box, show_edge=box is not None, pad_edge=False)
+        table.add_column("strategy", no_wrap=True)
+        for name in ("regions", "ops per device" if many else "ops on accel", "cuts", "copied",
+                     "cpu", "accel", "copies", "launches", "total", "+-2 sd", "measured",
+                     "partition"):
+            table.add_column(name, justify="right", no_wrap=True)
+        for row in self.rows:
+            table.add_row(*self._cells(row, many), style=None if row.applicable else "dim")
+        return table
+
+    def _cells(self, row: ComparisonRow, many: bool) -> list[str]:
+        partition = format_time(row.partition_s)
+        if not row.applicable:
+            return [row.strategy, "n/a", *[""] * 10, partition]
+        ops = ("/".join(str(c) for c in (row.ops_by_device or {}).values()) if many
+               else f"{row.ops_on_accel}/{len(self.graph)}")
+        sigma = row.total_sigma_s
+        return [row.strategy, str(row.accel_regions), ops, str(row.tensors_crossing),
+                format_bytes(row.bytes_crossing or 0),
+                *(_time(s) for s in (row.compute_cpu_s, row.compute_accel_s, row.transfer_s,
+                                     row.overhead_s, row.total_s)),
+                _time(2 * sigma) if sigma is not None else "-",
+                f"{row.ops_measured}/{len(self.graph)}" if row.ops_measured is not None else "-",
+                partition]
 
     def __repr__(self) -> str:  # short: the plans hold the whole graph (MBs of text)
         best = self.best()
@@ -235,8 +263,8 @@ def _plan_sigma(tables: CostTables, plan: PartitionPlan) -> float:
     return plan_sigma(tables, device, [r.nodes for r in plan.regions])
 
 
-def _ms(seconds: float | None) -> str:
+def _time(seconds: float | None) -> str:
+    """A table cell's duration; ``-`` where there is none (or it is not finite)."""
     if seconds is None or not math.isfinite(seconds):
         return "-"
-    value = seconds * 1e3
-    return f"{value:.4g}" if abs(value) < 1e4 else f"{value:.0f}"
+    return format_time(seconds)

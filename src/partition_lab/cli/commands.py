@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from ..progress import Progress
 from ..targets import available_targets, get_platform
 from .jobs import (
     MODEL_HELP,
+    PROG,
     Job,
     UsageError,
     check_gate,
@@ -126,7 +128,14 @@ def run_compare(args: argparse.Namespace) -> int:
     with job.progress.step(f"comparing {len(names) if names else 'all'} strategies"):
         comparison = compare_plans(analysis.graph, analysis.support, strategies=names,
                                    cost_model=analysis.cost_model)
-    print(comparison.to_json() if args.json else comparison.to_table())
+    if args.json:
+        print(comparison.to_json())
+    elif sys.stdout.isatty():  # rich's box and colours; plain, stable text for pipes and files
+        from rich.console import Console
+
+        comparison.print_to(Console(highlight=False))
+    else:
+        print(comparison.to_table())
     return 0
 
 
@@ -191,12 +200,25 @@ def run_profile(args: argparse.Namespace) -> int:
 
 
 def run_targets(args: argparse.Namespace) -> int:
-    """``partition-lab targets``: every built-in platform, its devices, and their rules."""
-    for i, name in enumerate(available_targets()):
-        platform = get_platform(name)
-        print(("\n" if i else "") + platform.describe())
+    """``partition-lab targets [NAME]``: one line per built-in platform, or one platform (a name
+    or a file) with its devices and every rule of each."""
+    if args.name:
+        platform = get_platform(args.name)  # raises UnknownTargetError listing the names
+        print(platform.describe())
         for device in platform.accelerators:
             print(device.target.describe())
+        return 0
+    names = available_targets()
+    width = max(map(len, names))
+    for name in names:
+        platform = get_platform(name)
+        # The first clause of each accelerator's description says what it is (neuron-cc's
+        # release); the rest is its op list, which 'targets NAME' shows.
+        what = "; ".join(d.target.description.split(":")[0].split(";")[0]
+                        for d in platform.accelerators)
+        print(f"{name:<{width}}  {', '.join(platform.names)}" + (f": {what}" if what else ""))
+    print(f"\n'{PROG} targets NAME' shows a target's devices and rules; a TOML/JSON target or "
+          "platform file works wherever a name does")
     return 0
 
 
@@ -204,11 +226,17 @@ def run_zoo(args: argparse.Namespace) -> int:
     """``partition-lab zoo``: the bundled models, their inputs and the story each tells."""
     from .. import zoo
 
-    for name in zoo.names() + zoo.torchvision_names() + zoo.transformers_names():
+    pytorch_built = zoo.torchvision_names() + zoo.transformers_names()
+    mxnet = zoo.mxnet_installed()
+    # What works here first: without MXNet the gluoncv builds come last, each naming its twin.
+    for name in zoo.names() + pytorch_built if mxnet else pytorch_built + zoo.names():
         entry = zoo.info(name)
         shapes = ", ".join(f"{k}={','.join(map(str, v))}" for k, v in entry.input_shapes.items())
         print(f"{name}\n  {entry.description}\n  inputs: {shapes}\n  needs: "
               f"{', '.join(entry.needs)} (to build; {', '.join(entry.frontends)} frontend)")
         if getattr(entry, "story", None):
             print(f"  story: {entry.story}")
+        if entry.built_with == "mxnet" and not mxnet:
+            twin = zoo.torchvision_twin(name)
+            print("  here: MXNet is not installed" + (f"; use {twin}" if twin else ""))
     return 0

@@ -8,6 +8,7 @@ from typing import Any, NoReturn
 
 from .. import __version__, strategies
 from ..targets import available_targets
+from ..zoo import example_spec, mxnet_installed
 from .commands import (
     run_compare,
     run_partition,
@@ -97,9 +98,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog=PROG, formatter_class=argparse.RawDescriptionHelpFormatter,
                      description="Split a network into accelerator subgraphs and CPU islands, "
                                  "explain every decision, and draw it.",
-                     epilog=_examples("partition-lab viz", "partition-lab viz zoo:resnet50_v1 "
+                     epilog=_examples("partition-lab viz",
+                                      f"partition-lab viz {example_spec('resnet50_v1')} "
                                       "--target tensorcore -o resnet.svg",
-                                      "partition-lab compare zoo:fcn_resnet101_ade:small"))
+                                      f"partition-lab compare {example_spec('fcn_resnet101_ade:small')}"))
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     _add_common(parser, None)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -182,8 +184,9 @@ def _add_model_options(sub: argparse.ArgumentParser, *, optional_model: bool = F
                           "profile' (measured ops; a fitted model with its uncertainty for the "
                           "rest; devices it does not bind use the roofline)")
     sub.add_argument("--frontend", choices=("mxnet", "onnx"), default=None,
-                     help="for zoo: models, which frontend converts them (default mxnet; onnx "
-                          "for tv: models, which have no MXNet form)")
+                     help="for zoo: models, which frontend converts them (default "
+                          f"{'mxnet' if mxnet_installed() else 'onnx: MXNet is not installed'}; "
+                          "tv: and hf: models are always onnx, having no MXNet form)")
     sub.add_argument("--no-onnx-check", dest="onnx_check", action="store_false",
                      help="convert an ONNX file that onnx.checker rejects (or whose opset is "
                           "missing or unknown) anyway, with a warning")
@@ -197,10 +200,11 @@ def _add_viz(commands: Any) -> None:
         commands, "viz", "draw the partition of a model (SVG, PNG, PDF or DOT)",
         ["partition-lab viz",
          "partition-lab viz model.onnx --target neuron -o model.png",
-         "partition-lab viz zoo:resnet50_v1_b32 --target tensorcore --option precision=fp32",
-         "partition-lab viz resnet50-symbol.json --input-shape data=32,3,224,224 -t tensorcore",
+         f"partition-lab viz {example_spec('resnet50_v1_b32')} --target tensorcore "
+         "--option precision=fp32",
+         "partition-lab viz model.onnx --input-shape data=32,3,224,224 -t tensorcore",
          "partition-lab viz resnet50.pt2 --target neuron@2020 -o resnet50.svg",
-         "partition-lab viz zoo:simple_pose_resnet152_v1b --target neuron@2020 "
+         f"partition-lab viz {example_spec('simple_pose_resnet152_v1b')} --target neuron@2020 "
          "--strategy greedy --expand -o pose.svg"],
         run_viz,
         extra="Accelerator regions are coloured clusters, CPU ops grey and dashed with the reason "
@@ -224,8 +228,11 @@ def _add_partition(commands: Any) -> None:
     sub = _subparser(
         commands, "partition", "partition a model; print the summary, write the plan",
         ["partition-lab partition model.onnx --target neuron -o plan.json",
-         "partition-lab partition zoo:simple_pose_resnet152_v1b --target neuron@2020 "
-         "--exclude-node batchnormcudnnoff0_fwd -o pose.json"],
+         # The report's node names are the gluoncv build's; the torchvision build names its
+         # ops by module path.
+         f"partition-lab partition {example_spec('simple_pose_resnet152_v1b')} --target "
+         "neuron@2020 --exclude-node "
+         f"{'batchnormcudnnoff0_fwd' if mxnet_installed() else 'backbone.bn1'} -o pose.json"],
         run_partition,
         extra="With -o PLAN.json, writes the plan (every op's device, region and reason, and the "
               "predicted\ncost) and the partitioned Relay text beside it as PLAN.relay (for "
@@ -271,7 +278,7 @@ def _add_gate_options(sub: argparse.ArgumentParser) -> None:
 def _add_compare(commands: Any) -> None:
     sub = _subparser(
         commands, "compare", "compare partition strategies on one model",
-        ["partition-lab compare zoo:simple_pose_resnet152_v1b --target neuron@2020",
+        [f"partition-lab compare {example_spec('simple_pose_resnet152_v1b')} --target neuron@2020",
          "partition-lab compare model.onnx --strategies greedy,cost,optimal --json"],
         run_compare, extra=COMPARE_JSON_DOC + "\n")
     _add_model_options(sub, strategy=False)
@@ -299,7 +306,8 @@ def _add_profile(commands: Any) -> None:
         commands, "profile", "measure a model's op signatures, copies and overheads into the "
         "profile cache",
         ["partition-lab profile bundles/resnet50_v1.json.gz --device cuda:0 --cache h200.json",
-         "partition-lab profile zoo:bert_encoder --platform tensorcore --runner tvm-llvm",
+         f"partition-lab profile {example_spec('resnet50_v1:small')} --platform tensorcore "
+         "--runner tvm-llvm",
          "partition-lab profile model.onnx --platform neuron --runner tvm-rpc "
          "--tracker 10.0.0.2:9190 --key rasp4"],
         run_profile, extra=PROFILE_DOC + "\n")
@@ -339,13 +347,18 @@ def _add_profile(commands: Any) -> None:
 
 
 def _add_targets(commands: Any) -> None:
-    _subparser(commands, "targets", "list the built-in targets and their rules",
-               ["partition-lab targets"], run_targets)
+    sub = _subparser(commands, "targets", "list the built-in targets, or show one with its rules",
+                     ["partition-lab targets", "partition-lab targets tensorcore",
+                      "partition-lab targets examples/targets/npu.toml"], run_targets)
+    sub.add_argument("name", nargs="?", metavar="NAME",
+                     help="a target or platform name, or a target/platform file: its devices "
+                          "and every rule (default: one line per built-in target)")
 
 
 def _add_zoo(commands: Any) -> None:
     _subparser(commands, "zoo", "list the bundled models (use them as zoo:NAME, or tv:NAME)",
-               ["partition-lab zoo", "partition-lab viz zoo:fcn_resnet101_ade --target neuron",
+               ["partition-lab zoo",
+                f"partition-lab viz {example_spec('fcn_resnet101_ade')} --target neuron",
                 "partition-lab viz tv:simple_pose_resnet152:small --target neuron@2020"],
                run_zoo)
 

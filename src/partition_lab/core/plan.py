@@ -11,12 +11,14 @@ could not be scheduled. :class:`~.support.Support` holds every (op, device) verd
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import networkx as nx
 
+from .._units import counted
 from ..errors import PlanError
 from .graph import OpGraph
 from .hazards import NumericHazard
@@ -42,12 +44,16 @@ class Region:
 
     ``prefix`` names the device in labels: ``accel3`` on a one-accelerator platform,
     ``tensorcore0`` / ``cuda1`` where several devices could be meant, ``cpu2`` for host islands.
+    ``number`` counts the regions of one prefix in plan order (accel0, accel1, ... beside
+    cpu0, cpu1, ...), so that labels do not skip the numbers of the other devices' regions;
+    ``id`` stays the region's index in the plan (what plan JSON nodes refer to).
     """
 
     id: int
     device: str
     nodes: tuple[int, ...]
     prefix: str = ""
+    number: int | None = None
 
     @property
     def is_accelerator(self) -> bool:
@@ -56,7 +62,8 @@ class Region:
 
     @property
     def label(self) -> str:
-        return f"{self.prefix or ('accel' if self.is_accelerator else 'cpu')}{self.id}"
+        number = self.id if self.number is None else self.number
+        return f"{self.prefix or ('accel' if self.is_accelerator else 'cpu')}{number}"
 
 
 @dataclass
@@ -105,11 +112,13 @@ class PartitionPlan:
         platform = support.platform
         prefixes = _label_prefixes(platform)
         regions = []
+        numbers = _LabelNumbers()
         region_of = [0] * len(graph)
         for region_id, group in enumerate(groups):
             members = tuple(sorted(group))
             device = devices[members[0]]
-            regions.append(Region(region_id, device, members, prefixes.get(device, device)))
+            prefix = prefixes.get(device, device)
+            regions.append(Region(region_id, device, members, prefix, numbers.next(prefix)))
             for n in members:
                 region_of[n] = region_id
         given = dict(reasons or {})
@@ -146,11 +155,15 @@ class PartitionPlan:
             support = Support(platform or platform_from_records(data["target"], data["devices"]),
                               table, units_from_data(data.get("units", ())))
         prefixes = _label_prefixes(support.platform)
-        regions = tuple(Region(r["id"], r["device"], tuple(r["nodes"]),
-                               prefixes.get(r["device"], r["device"])) for r in data["regions"])
+        regions: list[Region] = []
+        numbers = _LabelNumbers()
+        for r in data["regions"]:  # labels numbered again: files of older versions skip numbers
+            prefix = prefixes.get(r["device"], r["device"])
+            regions.append(Region(r["id"], r["device"], tuple(r["nodes"]), prefix,
+                                  numbers.next(prefix)))
         decisions = tuple(Decision(n["id"], n["device"], n["region"], n["reason"],
                                    reason_from_dict(n)) for n in nodes)
-        plan = cls(graph, data["target"], data["strategy"], regions, decisions, support,
+        plan = cls(graph, data["target"], data["strategy"], tuple(regions), decisions, support,
                    dict(data.get("options", {})), list(data.get("notes", [])),
                    data.get("choice"),
                    tuple(NumericHazard.from_dict(h) for h in data.get("numeric_hazards", ())))
@@ -351,8 +364,7 @@ class PartitionPlan:
         per_device = ", ".join(f"{c} on {name}" for name, c in counts.items())
         lines = [
             f"{self.graph.name or 'graph'} on {self.platform_name} ({self.strategy}): "
-            f"{len(self.accelerator_regions)} accelerator region(s), {len(self.cpu_regions)} "
-            f"CPU island(s); ops: {per_device}",
+            f"{self.regions_text()}; ops: {per_device}",
         ]
         for region in self.accelerator_regions:
             ops = _op_histogram(self.graph[n].op for n in region.nodes)
@@ -361,6 +373,15 @@ class PartitionPlan:
         lines.extend(f"  note: {note}" for note in self.notes)
         lines.extend(f"  numeric hazard: {hazard.text()}" for hazard in self.hazards)
         return "\n".join(lines)
+
+    def regions_text(self) -> str:
+        """The regions per device, said of the device that runs them: "1 region on cuda, 0 CPU
+        islands" (a plan whose ops all fell back to the CUDA cores has no Tensor Core region,
+        and says so by naming where its one region runs)."""
+        per_device = Counter(r.device for r in self.accelerator_regions)
+        parts = [f"{counted(n, 'region')} on {device}" for device, n in per_device.items()]
+        return ", ".join([*(parts or ["no region off the host"]),
+                          counted(len(self.cpu_regions), "CPU island")])
 
     def reason_groups(self) -> list[ReasonGroup]:
         """Ops that are not on the platform's most preferred device, grouped by the structured
@@ -417,6 +438,18 @@ class PartitionPlan:
         return (f"PartitionPlan({self.graph.name or 'graph'!r}, platform={self.platform_name!r}, "
                 f"strategy={self.strategy!r}, {len(self.regions)} regions, "
                 f"{len(self.graph)} ops)")
+
+
+class _LabelNumbers:
+    """Region label numbers counted per prefix, in plan order."""
+
+    def __init__(self) -> None:
+        self._used: dict[str, int] = {}
+
+    def next(self, prefix: str) -> int:
+        number = self._used.get(prefix, 0)
+        self._used[prefix] = number + 1
+        return number
 
 
 def _label_prefixes(platform: Platform) -> dict[str, str]:

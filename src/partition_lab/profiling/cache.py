@@ -10,19 +10,28 @@ if it has more runs or is newer, and the ``models`` lists are unioned either way
 measured again replaces the old curve of that link; overheads are updated key by key; a
 platform's bindings are replaced. :meth:`ProfileCache.save` merges into what is on disk under a
 lock and replaces the file atomically, so profilers writing one cache at once lose nothing.
+
+Why these checks are written out rather than validated with ``jsonschema`` at load (issue 24
+asked; the JSON Schema ships, ``partition_lab/schemas/profile_cache.schema.json``, and the tests
+hold what we write to it): a schema error names the failed keyword (``'median_s' is not of type
+'number'``) and stops there, while these say what was found, what is expected and the fix
+(:data:`FIX`) in one line that ``tests/test_hostile_files.py`` asserts. Some checks are beyond a
+schema: ``p10_s <= median_s <= p90_s``, dates that parse, bindings that name entries of the
+same file. And ``jsonschema`` is a test dependency only, not one every user installs.
 """
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
-from .._io import cache_root
+import filelock
+
+from .._io import cache_root, user_cache_dir
 from ..core.ops import OP_CLASSES
 from ..cost_models.profile_cache import SCHEMA, read_json_file, write_profile_cache
 from ..errors import ProfileError
@@ -47,8 +56,9 @@ def now_iso() -> str:
 
 
 def default_cache_path() -> Path:
-    """``$PARTITION_LAB_CACHE/profile_cache.json`` (default ``~/.cache/partition_lab``)."""
-    root = cache_root(Path.home() / ".cache" / "partition_lab")  # "" means unset, as for the zoo
+    """``$PARTITION_LAB_CACHE/profile_cache.json`` (default: the user cache folder,
+    ``~/.cache/partition_lab`` on Linux; see :func:`partition_lab._io.user_cache_dir`)."""
+    root = cache_root(user_cache_dir())  # "" means unset, as for the zoo
     return root / "profile_cache.json"
 
 
@@ -338,21 +348,18 @@ class ProfileCache:
 
 
 # ---------------------------------------------------------------------------- helpers
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    """An exclusive advisory lock on ``<path>.lock`` (POSIX; no lock where fcntl is missing)."""
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - not POSIX
-        yield
-        return
-    lock = path.with_name(path.name + ".lock")
-    with open(lock, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+def _locked(path: Path) -> filelock.FileLock:
+    """An exclusive lock for saving ``path``: the kernel's ``flock`` on ``.<name>.lock`` beside
+    it (``filelock.FileLock``).
+
+    Why FileLock and not SoftFileLock: a soft lock is the lock file's existence, so it removes
+    its file on release, but a profiler killed while saving (SIGKILL, a lost machine) leaves the
+    file and every later save waits on a lock nobody holds. The kernel drops an ``flock`` when
+    its holder dies, so the cache can never stay locked; the price is that the (empty) lock file
+    stays, which is why it is a hidden dotfile, out of ``ls``. It may be deleted whenever no
+    profiler is saving.
+    """
+    return filelock.FileLock(path.with_name(f".{path.name}.lock"))
 
 
 def _copy_stats(stats: OpStats) -> OpStats:

@@ -12,10 +12,12 @@ from __future__ import annotations
 import colorsys
 import hashlib
 import re
+import textwrap
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from .._units import counted, format_bytes, format_time  # noqa: F401  (re-exported by render)
 from ..core.graph import OpGraph, OpNode, Tensor
 from ..core.plan import PartitionPlan, Region
 from ..core.platform import HOST, Device, Platform
@@ -124,27 +126,6 @@ def role_text(device: Device) -> str:
     if device.role == "main":
         return "main target, inline"
     return f"BYOC, Compiler {device.compiler}" if device.compiler else "BYOC"
-
-
-def format_time(seconds: float) -> str:
-    """A duration for a label: ``12.3 ms``, ``45.6 us``, ``1.23 s``, ``0``."""
-    if seconds == 0:
-        return "0"
-    if seconds >= 1.0:
-        return f"{seconds:.2f} s"
-    if seconds >= 1e-3:
-        return f"{seconds * 1e3:.3g} ms"
-    if seconds >= 1e-6:
-        return f"{seconds * 1e6:.3g} us"
-    return f"{seconds * 1e9:.3g} ns"
-
-
-def format_bytes(nbytes: float) -> str:
-    """A size for a label in decimal units: ``512 B``, ``3.2 kB``, ``25.7 MB``."""
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if nbytes >= scale:
-            return f"{nbytes / scale:.3g} {unit}"
-    return f"{nbytes:.0f} B"
 
 
 # ---------------------------------------------------------------------------------- plan view
@@ -405,12 +386,10 @@ def _summary_lines(view: _PlanView) -> list[str]:
     plan, graph, cost = view.plan, view.graph, view.cost
     several = len(view.platform.accelerators) > 1
     if several:
-        lines = [f"{len(plan.accelerator_regions)} region(s) off the host, "
-                 f"{len(plan.cpu_regions)} CPU island(s), {len(graph)} ops on "
+        lines = [f"{plan.regions_text()}, {len(graph)} ops on "
                  f"{len(view.platform.devices)} devices"]
     else:
-        lines = [f"{len(plan.accelerator_regions)} accelerator region(s), "
-                 f"{len(plan.cpu_regions)} CPU island(s), "
+        lines = [f"{plan.regions_text()}, "
                  f"{len(plan.accelerator_nodes)}/{len(graph)} ops on {plan.platform_name}"]
     nbytes = sum(cut.nbytes for cut in view.cuts.values())
     lines.append(f"{len(view.cuts)} tensor copies between devices, {format_bytes(nbytes)}")
@@ -522,18 +501,23 @@ def _histogram_lines(ops: list[str], top: int = 4) -> list[str]:
 
 def _wrap(text: str, width: int) -> list[str]:
     """Break ``text`` at spaces into lines of at most ``width`` characters (long words stay)."""
-    lines: list[str] = []
-    for word in text.split():
-        if lines and len(lines[-1]) + 1 + len(word) <= width:
-            lines[-1] += " " + word
-        else:
-            lines.append(word)
-    return lines
+    return textwrap.wrap(text, width, break_long_words=False, break_on_hyphens=False)
+
+
+class _NameWrapper(textwrap.TextWrapper):
+    """Wraps a name (no spaces) after its ``.``, ``/`` and ``_``, the boundaries of module paths
+    and MXNet names, and mid-part only where one part is longer than a line."""
+
+    # TextWrapper splits text into chunks with this (capturing: the chunks are kept) and packs
+    # them into lines; with break_on_hyphens off it is the only split.
+    wordsep_simple_re = re.compile(r"([^./_]*[./_])")
 
 
 def _chunks(text: str, width: int) -> list[str]:
-    """A name without spaces in lines of ``width`` characters: wrapped, never cut."""
-    return [text[i:i + width] for i in range(0, len(text), width)] or [""]
+    """A name without spaces in lines of ``width`` characters: wrapped at its ``.``, ``/`` and
+    ``_``, never cut; the lines joined are the name."""
+    wrapper = _NameWrapper(width, break_on_hyphens=False, drop_whitespace=False)
+    return wrapper.wrap(text) or [""]
 
 
 def _node_id(node: int) -> str:

@@ -38,12 +38,15 @@ class RobustChoice:
     threshold: float  # the gain it had to exceed (s)
 
     def note(self, strategy: str) -> str:
-        margin = f"{ms(self.gain)} predicted gain, uncertainty {ms(self.sigma)} (1 sigma)"
+        """What was decided, the gain's subject first: "kept greedy's plan: the predicted gain
+        of 0.82 ms does not exceed the threshold of 1.76 ms (uncertainty 0.88 ms, 1 sigma)"."""
+        gain, threshold = f"the predicted gain of {ms(self.gain)}", ms(self.threshold)
+        sigma = f"(uncertainty {ms(self.sigma)}, 1 sigma)"
         if self.leave:
-            return f"{strategy}: left greedy's plan: {margin} exceeds the threshold " \
-                   f"{ms(self.threshold)}"
-        return (f"{strategy}: kept greedy's plan: {margin} does not exceed the threshold "
-                f"{ms(self.threshold)}; a gain this small is within the model's error")
+            return (f"{strategy}: left greedy's plan: {gain} exceeds the threshold of "
+                    f"{threshold} {sigma}")
+        return (f"{strategy}: kept greedy's plan: {gain} does not exceed the threshold of "
+                f"{threshold} {sigma}; a gain this small is within the model's error")
 
 
 @dataclass(frozen=True)

@@ -57,17 +57,18 @@ from typing import Any, Literal
 
 import numpy as np
 
-from .._audience import option
-from .._io import CACHE_ENV, cache_root  # noqa: F401  (CACHE_ENV: tests and docs name it here)
-from .._optional import require_mxnet
+from .._audience import option, shapes_hint
+from .._io import CACHE_ENV, cache_root, user_cache_dir  # noqa: F401  (CACHE_ENV: tests and docs name it here)
+from .._optional import MissingDependencyError, require_mxnet
 from ..errors import InputShapeError, ModelFormatError, UnsupportedOperatorError
 from ._build import discard, is_intact, remove_stale_parts
-from ._catalog import ENTRIES, NEEDS, ZooEntry, entry
+from ._catalog import ENTRIES, NEEDS, TORCHVISION_TWINS, ZooEntry, entry
 
 __all__ = [
-    "ZooEntry", "cache_dir", "check_input_shapes", "evaluation_names", "info", "is_spec", "load",
-    "mxnet_paths", "names", "onnx_path", "parse_spec", "reference_outputs", "sample_inputs",
-    "torchvision_names", "transformers_names",
+    "ZooEntry", "cache_dir", "check_input_shapes", "default_frontend", "evaluation_names",
+    "example_spec", "info", "is_spec", "load", "mxnet_installed", "mxnet_paths", "names",
+    "onnx_path", "parse_spec", "reference_outputs", "sample_inputs", "torchvision_names",
+    "torchvision_twin", "transformers_names",
 ]
 
 #: Model arguments that name zoo models: ``zoo:NAME`` (gluoncv builds, and the others),
@@ -123,6 +124,63 @@ def transformers_names() -> list[str]:
     return [name for name, zoo_entry in ENTRIES.items() if zoo_entry.built_with == "transformers"]
 
 
+def mxnet_installed() -> bool:
+    """Whether the MXNet distribution is installed (the ``[mxnet]`` extra, Python 3.11).
+
+    Read from the installed distributions, not by importing or finding the module: this is
+    asked while help texts are built, and an import would cost a second (and, under the tests'
+    import guard, count as a use of MXNet).
+    """
+    try:
+        metadata.distribution("mxnet")
+    except metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+def default_frontend(name: str) -> Frontend:
+    """The frontend :func:`load` uses for ``name`` when none is given: ``"mxnet"`` for a gluoncv
+    build where MXNet is installed, else ``"onnx"`` (the only one the other builds have, and the
+    one a gluoncv build's cached ONNX file loads through without MXNet)."""
+    frontends = entry(name).frontends
+    if "mxnet" in frontends and ("onnx" not in frontends or mxnet_installed()):
+        return "mxnet"
+    return "onnx"
+
+
+def torchvision_twin(name: str, *, small: bool = False) -> str | None:
+    """How to ask for the torchvision build of the gluoncv model ``name``, in the reader's
+    terms (``tv:resnet50:small``; ``tv:resnet50 --input-shape data=32,3,224,224`` for
+    ``resnet50_v1_b32`` on the command line), or None where it has none."""
+    twin = _twin(name, small)
+    if twin is None:
+        return None
+    spec, shapes = twin
+    return f"{spec} with {shapes_hint(shapes)}" if shapes else spec
+
+
+def example_spec(name: str) -> str:
+    """A zoo model argument for help examples that works here: ``zoo:NAME[:small]`` where MXNet
+    is installed (or the model has no twin), else its torchvision twin, with ``--input-shape``
+    flags where the twin's own shapes differ."""
+    base, _, size = name.partition(":")
+    twin = None if mxnet_installed() else _twin(base, bool(size))
+    if twin is None:
+        return f"zoo:{name}"
+    spec, shapes = twin
+    return " ".join([spec, *(f"--input-shape {k}={','.join(map(str, v))}"
+                             for k, v in (shapes or {}).items())])
+
+
+def _twin(name: str, small: bool) -> tuple[str, Mapping[str, tuple[int, ...]] | None] | None:
+    """``(tv spec, the gluoncv model's shapes where the twin's own differ, else None)``."""
+    twin = TORCHVISION_TWINS.get(name)
+    if twin is None:
+        return None
+    own = entry(name).shapes(small)
+    return twin + (":small" if small else ""), (None if own == entry(twin).shapes(small) else own)
+
+
 def info(name: str) -> ZooEntry:
     """What the model is, its input shapes and dtype, where it comes from and why it is here.
 
@@ -135,7 +193,7 @@ def cache_dir(built_with: str = "mxnet") -> Path:
     """The versioned directory holding the files of the zoo's models built with MXNet (or, with
     ``built_with="torch"``/``"transformers"``, of the torchvision/Hugging Face builds); not
     created here."""
-    root = cache_root(Path.home() / ".cache" / "partition_lab" / "zoo")
+    root = cache_root(user_cache_dir() / "zoo")
     key = _version_key() if built_with == "mxnet" else _torch_version_key(built_with)
     return root / key
 
@@ -151,11 +209,24 @@ def mxnet_paths(name: str, *, small: bool = False) -> tuple[Path, Path]:
     params_path = folder / f"{name}-0000.params"
     if not (is_intact(symbol_path) and is_intact(params_path)):
         discard(symbol_path, params_path)  # cut, corrupted or left half-built: build again
-        require_mxnet(f"the zoo model {name!r}", gluoncv=True)
+        _require_mxnet_or_twin(name, small)
         from ._build import build_mxnet_files
 
         build_mxnet_files(zoo_entry, small, symbol_path, params_path)
     return symbol_path, params_path
+
+
+def _require_mxnet_or_twin(name: str, small: bool) -> None:
+    """:func:`require_mxnet` for a gluoncv model; its one-line error names the model's
+    torchvision twin where it has one (the model that works without MXNet)."""
+    try:
+        require_mxnet(f"the zoo model {name!r}", gluoncv=True)
+    except MissingDependencyError as exc:
+        twin = torchvision_twin(name, small=small)
+        if twin is None:
+            raise
+        raise MissingDependencyError(f"{exc}; or use its torchvision build, {twin}, which needs "
+                                     "no MXNet", name=exc.name) from exc
 
 
 def onnx_path(name: str, *, small: bool = False,
@@ -250,7 +321,7 @@ def load(name: str, *, frontend: Frontend | None = None, small: bool = False,
     cache for the next process (``load_model(cache=True)``; the command line does).
     """
     zoo_entry = entry(name)
-    frontend = frontend or zoo_entry.frontends[0]  # type: ignore[assignment]  # one of the two
+    frontend = frontend or default_frontend(name)
     if frontend not in ("mxnet", "onnx"):
         raise ValueError(f"frontend must be 'mxnet' or 'onnx', not {frontend!r}")
     if frontend not in zoo_entry.frontends:

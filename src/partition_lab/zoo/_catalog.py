@@ -55,6 +55,9 @@ class ZooEntry:
     #: For token-id inputs (an integer ``dtype``): ids are drawn below this, a size that both
     #: variants' vocabularies hold.
     vocabulary: int = 0
+    #: For a torchvision build: the gluoncv model of the same architecture it stands in for
+    #: where MXNet does not install (see :data:`TORCHVISION_TWINS`).
+    twin_of: str = ""
 
     @property
     def needs(self) -> tuple[str, ...]:
@@ -274,7 +277,7 @@ def _tv(name: str, counterpart: str, description: str, small: str,
         f"tv:{name}", description, other.input_shapes, "float32", TORCHVISION_SOURCE,
         f"PyTorch counterpart of {counterpart} (no MXNet needed); {other.story}", small,
         other.small_input_shapes, expected, small_expected, frontends=("onnx",),
-        frontend_note=_TV_NOTE, built_with="torch")
+        frontend_note=_TV_NOTE, built_with="torch", twin_of=counterpart)
 
 
 _TV_SMALL_RESNET = "torchvision ResNet with one Bottleneck per stage (widths 64..2048), 10 " \
@@ -374,6 +377,12 @@ TORCHVISION["tv:deeplabv3_mobilenet_v3_large"] = ZooEntry(
     {"nn.conv2d": 28, "clip": 8, "image.resize2d": 2},
     frontends=("onnx",), frontend_note=_TV_NOTE, built_with="torch")
 ENTRIES.update(TORCHVISION)
+#: gluoncv model -> its torchvision build, the one-line suggestion where MXNet is missing.
+#: resnet50_v1_b32 is ResNet-50 at batch 32: tv:resnet50 exported again at that batch.
+TORCHVISION_TWINS: dict[str, str] = {
+    **{tv.twin_of: tv.name for tv in TORCHVISION.values() if tv.twin_of},
+    "resnet50_v1_b32": "tv:resnet50",
+}
 
 HUGGING_FACE_SOURCE = "Hugging Face transformers, built from its config (random weights)"
 _HF_NOTE = "built with transformers and exported by torch.onnx; there are no MXNet files"

@@ -138,11 +138,13 @@ def _load(source: Any, input_shapes: Any, params: str | os.PathLike[str] | None,
         kind = _cached_kind(path) if cache else None
         with captured(repr(path.name), bool(input_shapes)):
             if kind is None:
-                return _load_file(path, input_shapes, params, input_dtypes, check_onnx)
+                return _named(_load_file(path, input_shapes, params, input_dtypes, check_onnx),
+                              _stem(path))
             from ._cache import cached_load
 
-            return cached_load(path, kind, input_shapes, {"check_onnx": check_onnx},
-                               lambda: _load_file(path, input_shapes, None, None, check_onnx))
+            return _named(cached_load(path, kind, input_shapes, {"check_onnx": check_onnx},
+                                      lambda: _load_file(path, input_shapes, None, None,
+                                                         check_onnx)), _stem(path))
     from ._torch import is_torch_module
 
     if is_torch_module(source):
@@ -150,7 +152,9 @@ def _load(source: Any, input_shapes: Any, params: str | os.PathLike[str] | None,
 
         example, shapes = _torch_arguments(input_shapes, example_inputs)
         with captured(f"the PyTorch module {type(source).__name__}", bool(shapes)):
-            return load_torch_module(source, example, shapes)
+            # Named by its class: summaries and drawings title it "Segmenter on neuron", not
+            # "graph on neuron".
+            return _named(load_torch_module(source, example, shapes), type(source).__name__)
     kind = _mxnet_object_kind(source)
     if kind == "block":
         from ._mxnet import load_gluon_block
@@ -169,6 +173,22 @@ def _load(source: Any, input_shapes: Any, params: str | os.PathLike[str] | None,
         "load_model takes a file path, a torch.nn.Module, a Gluon HybridBlock or an MXNet "
         f"Symbol; got {type(source).__name__}"
     )
+
+
+def _named(loaded: tuple[tvm.IRModule, Params], name: str) -> tuple[tvm.IRModule, Params]:
+    """The loaded module with the model's name (``partition_lab.name``, which ``partition``
+    and the drawings use as its title)."""
+    mod, params = loaded
+    return mod.with_attr("partition_lab.name", name), params
+
+
+def _stem(path: Path) -> str:
+    """A model file's name without its suffix: ``resnet50`` for ``resnet50-symbol.json``."""
+    name = path.name
+    for suffix in ("-symbol.json", *ONNX_SUFFIXES, *RELAY_TEXT_SUFFIXES, *TORCH_SUFFIXES):
+        if name.lower().endswith(suffix):
+            return name[:-len(suffix)]
+    return path.stem
 
 
 def source_name(call: Any) -> str | None:
