@@ -206,7 +206,7 @@ def _(d: Path):
 @case("target-json-nested-deeply")
 def _(d: Path):
     (d / "npu.json").write_text("[" * 100_000 + "]" * 100_000)
-    return ["partition", tiny_onnx(d), "-t", d / "npu.json"], "nested too deeply"
+    return ["partition", tiny_onnx(d), "-t", d / "npu.json"], "too deeply"
 
 
 @case("bundle-json-nested-deeply")

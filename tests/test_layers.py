@@ -19,14 +19,15 @@ PACKAGE = Path(__file__).resolve().parent.parent / "src" / "partition_lab"
 
 #: Floors, lowest first: a module may import its own floor and any floor below it.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("errors", "_io", "_signals", "_audience", "_tvm_logs", "_optional", "_units", "progress",
+    ("errors", "_io", "_signals", "_audience", "_tvm_logs", "_optional", "_units", "_stages",
+     "_version", "progress",
      "schemas", "_outputs"),
     ("core",),
     ("targets", "cost_models"),
     ("strategies", "synthetic"),
     ("comparison",),
     ("relay", "executors", "render"),
-    ("zoo",),
+    ("zoo", "choice"),  # choice: proposes with strategies, times with the executor
     ("api", "relax"),  # relax: the Relax adapter, whose analyze/partition build api's results
     ("profiling",),
     ("cli", "__init__"),

@@ -14,13 +14,12 @@ import importlib
 import importlib.util
 from typing import Any
 
+from ._version import __version__ as __version__
 from .core.graph import OpGraph, OpGraphBuilder, TensorType
 from .core.plan import PartitionPlan, Region
 from .core.platform import HOST
 from .core.support import Verdict
 from .errors import PartitionLabError
-
-__version__ = "0.1.0"
 
 _LAZY = {
     "load_model": ("partition_lab.relay.frontends", "load_model"),

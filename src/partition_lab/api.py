@@ -319,24 +319,24 @@ def _measured_choice(analysis: Analysis, k: int, device: str, seconds: float,
     from pathlib import Path
 
     from .choice import choose, decision_key, remember, reuse
+    from .cost_models.cache_records import ProfileCache
+    from .executors.benchmark import torch_device_key
     from .executors.graph_io import bindings_from_relay
-    from .profiling.cache import ProfileCache
-    from .profiling.runners import TorchRunner
 
     if analysis.cost_model is None:
         raise PartitionLabError("choose needs a cost model to propose plans")
     path = Path(profile_cache) if isinstance(profile_cache, (str, PathLike)) else None
     cache = ProfileCache.load(path) if path is not None else (
         profile_cache if isinstance(profile_cache, ProfileCache) else None)
-    runner = TorchRunner(device)
-    key = decision_key(analysis.graph, analysis.support, runner.device_key())
+    device_key = torch_device_key(device)
+    key = decision_key(analysis.graph, analysis.support, device_key)
     if cache is not None:
         kept = reuse(cache, key, analysis.graph, analysis.support)
         if kept is not None:
             return kept
     choice = choose(analysis.graph, analysis.support, analysis.cost_model,
                     bindings_from_relay(analysis.relay), k=k, device=device,
-                    max_seconds=seconds, runner=f"torch executor ({runner.device_key()})")
+                    max_seconds=seconds, runner=f"torch executor ({device_key})")
     if cache is not None and choice.timed:
         remember(cache, key, choice, analysis.graph.name)
         if path is not None:

@@ -235,9 +235,9 @@ def decision_key(graph: OpGraph, support: Support, runner_key: str) -> str:
 
 
 def remember(cache: Any, key: str, choice: Choice, model: str = "") -> None:
-    """Keep ``choice`` in ``cache`` (a :class:`~partition_lab.profiling.cache.ProfileCache`)
+    """Keep ``choice`` in ``cache`` (a :class:`~partition_lab.cost_models.cache_records.ProfileCache`)
     under ``key``: the chosen plan's strategy and devices and the choice record."""
-    from .profiling.cache import now_iso
+    from .cost_models.cache_records import now_iso
 
     plan = choice.plan
     cache.choices[key] = {"strategy": plan.strategy, "model": model,

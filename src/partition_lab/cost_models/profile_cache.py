@@ -34,7 +34,7 @@ precisions (the float32 host of ``tensorcore``): the copy+cast as the executor m
 
 One validation for every way a cache comes in: :func:`read_profile_cache` (what pricing reads:
 ``--profile-cache``, ``profile_cache=`` of the API, a dict included) checks the data with
-:meth:`~partition_lab.profiling.cache.ProfileCache.from_dict`, the same rules ``partition-lab
+:meth:`~.cache_records.ProfileCache.from_dict`, the same rules ``partition-lab
 profile`` loads its cache with (every field typed, every number finite and in a sane range),
 which also merges and saves under a lock through :func:`read_json_file` and
 :func:`write_profile_cache`.
@@ -42,31 +42,12 @@ which also merges and saves under a lock through :func:`read_json_file` and
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .._io import check_regular_file, write_json_atomic
 from ..errors import ProfileError
-
-SCHEMA = "partition_lab.profile_cache/1"
-
-
-def read_json_file(path: Path, what: str) -> Any:
-    """The parsed JSON of ``path``; ProfileError naming ``what`` if it is missing or not JSON."""
-    check_regular_file(path, what, ProfileError)  # a FIFO would block the read forever
-    if not path.is_file():
-        raise ProfileError(f"{what} {path} does not exist")
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise ProfileError(f"{what} {path} is not valid JSON: {err}") from None
-    except RecursionError:  # the decoder recurses once per nested array or object
-        raise ProfileError(f"{what} {path} nests arrays or objects too deeply to read; it is "
-                           "not a file partition-lab wrote: profile again") from None
-    except OSError as err:
-        raise ProfileError(f"{what} {path} cannot be read: {err.strerror or err}") from None
+from .cache_records import SCHEMA, ProfileCache, read_json_file, write_profile_cache
 
 
 def read_profile_cache(source: str | Path | Mapping[str, Any] | Any) -> dict[str, Any]:
@@ -78,9 +59,6 @@ def read_profile_cache(source: str | Path | Mapping[str, Any] | Any) -> dict[str
         If the file is missing or not JSON, or any field is malformed or out of range (the
         message names the file, the field and the fix).
     """
-    # Imported here: the cache's objects live with the profiler, which builds on this module.
-    from ..profiling.cache import ProfileCache
-
     if isinstance(source, (str, Path)):
         data = read_json_file(Path(source), "profile cache")
         where = str(source)
@@ -97,6 +75,4 @@ def read_profile_cache(source: str | Path | Mapping[str, Any] | Any) -> dict[str
     return dict(data)
 
 
-def write_profile_cache(path: str | Path, cache: Mapping[str, Any]) -> Path:
-    """Write ``cache`` as JSON atomically (a temporary file, then a rename)."""
-    return write_json_atomic(path, cache)
+__all__ = ["SCHEMA", "read_json_file", "read_profile_cache", "write_profile_cache"]

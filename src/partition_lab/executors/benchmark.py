@@ -14,6 +14,7 @@ runs a pattern's unit (its ops in order, intermediates passed along) for timing 
 from __future__ import annotations
 
 import statistics
+import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ from typing import Any
 
 import torch
 
+from .._io import cpu_name
 from ..core.graph import OpNode, TensorType
 from .graph_io import ArgRef
 from .kernels import KERNELS, TORCH_DTYPES, check_kernels
@@ -74,6 +76,53 @@ class Benchmark:
     def to_dict(self) -> dict[str, Any]:
         return {"median_s": self.median_s, "end_to_end_s": self.end_to_end_s,
                 "breakdown": self.median_breakdown()}
+
+
+# ---------------------------------------------------------------------------- where it runs
+def torch_device(device: str, *, float32: bool = False) -> dict[str, Any]:
+    """``{"kind", "name", "software"}`` of the torch device the executor runs on: the GPU's or
+    CPU's name and the versions that change timings (torch, CUDA, cuDNN, driver; the CPU's
+    threads). ``float32``: half tensors computed in float32 there (a float32 plan device)."""
+    kind = "cuda" if device.startswith("cuda") else "cpu"
+    software = {"torch": torch.__version__}
+    if kind == "cuda":
+        name = torch.cuda.get_device_name(device)
+        software["cuda"] = str(torch.version.cuda)
+        if torch.backends.cudnn.is_available():
+            software["cudnn"] = str(torch.backends.cudnn.version())
+        driver = _nvidia_smi("driver_version")
+        if driver:
+            software["driver"] = driver
+    else:
+        name = cpu_name()
+        software["threads"] = str(torch.get_num_threads())
+    if float32:
+        software["precision"] = "float32"
+    return {"kind": kind, "name": name, "software": software}
+
+
+def torch_device_key(device: str, *, float32: bool = False) -> str:
+    """A stable key of :func:`torch_device`: what a profile entry and a kept measured choice
+    are filed under (``torch-cuda|NVIDIA H200|torch 2.14.1+cu130|cudnn 91900``)."""
+    info = torch_device(device, float32=float32)
+    software = info["software"]
+    parts = [f"torch-{info['kind']}", info["name"], f"torch {software['torch']}"]
+    if info["kind"] == "cuda":
+        parts.append(f"cudnn {software.get('cudnn', 'none')}")
+    else:
+        parts.append(f"threads {software['threads']}")
+    if float32:
+        parts.append("float32")
+    return "|".join(parts)
+
+
+def _nvidia_smi(field: str) -> str:
+    try:
+        out = subprocess.run(["nvidia-smi", f"--query-gpu={field}", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return out.stdout.strip().splitlines()[0] if out.stdout.strip() else ""
 
 
 # ---------------------------------------------------------------------------- plans in turns
@@ -209,4 +258,4 @@ def _activation(node: OpNode, position: int, spec: TensorType,
 
 
 __all__ = ["Benchmark", "RunTimings", "UnitBinding", "op_callable", "timed_in_turns",
-           "unit_callable"]
+           "torch_device", "torch_device_key", "unit_callable"]

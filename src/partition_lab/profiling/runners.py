@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import functools
 import statistics
-import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -212,35 +211,15 @@ class TorchRunner(Runner):
 
     # ------------------------------------------------------------------ identity
     def describe(self) -> dict[str, Any]:
-        import torch
+        from ..executors.benchmark import torch_device
 
-        software = {"torch": torch.__version__}
-        if self.kind == "cuda":
-            name = torch.cuda.get_device_name(self.device)
-            software["cuda"] = str(torch.version.cuda)
-            if torch.backends.cudnn.is_available():
-                software["cudnn"] = str(torch.backends.cudnn.version())
-            driver = _nvidia_smi("driver_version")
-            if driver:
-                software["driver"] = driver
-        else:
-            name = cpu_name()
-            software["threads"] = str(torch.get_num_threads())
-        if self.precision == "float32":
-            software["precision"] = "float32"
-        return {"runner": self.runner, "kind": self.kind, "name": name, "software": software}
+        info = torch_device(self.device, float32=self.precision == "float32")
+        return {"runner": self.runner, **info}
 
     def device_key(self) -> str:
-        info = self.describe()
-        software = info["software"]
-        parts = [f"torch-{self.kind}", info["name"], f"torch {software['torch']}"]
-        if self.kind == "cuda":
-            parts.append(f"cudnn {software.get('cudnn', 'none')}")
-        else:
-            parts.append(f"threads {software['threads']}")
-        if self.precision == "float32":
-            parts.append("float32")
-        return "|".join(parts)
+        from ..executors.benchmark import torch_device_key
+
+        return torch_device_key(self.device, float32=self.precision == "float32")
 
     # ------------------------------------------------------------------ ops
     def measure_ops(self, ops: Mapping[str, OpNode], *,
@@ -583,15 +562,6 @@ def _island_wakeup(trials: int = 40) -> float:
         layer_norm()
         after_wait.append(time.perf_counter() - start)
     return max(statistics.mean(after_wait) - statistics.median(hot), 0.0)
-
-
-def _nvidia_smi(field: str) -> str:
-    try:
-        out = subprocess.run(["nvidia-smi", f"--query-gpu={field}", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=30, check=False)
-    except (OSError, subprocess.SubprocessError):
-        return ""
-    return out.stdout.strip().splitlines()[0] if out.stdout.strip() else ""
 
 
 __all__ = ["COPY_SIZES", "ProgressFn", "Runner", "Timing", "TorchRunner", "cpu_name",

@@ -39,6 +39,7 @@ from tvm import relay
 
 from ..._io import cache_root, write_atomic
 from ..._stages import stage
+from ..._version import __version__
 
 CACHE_FORMAT = 1
 """Bump when what an entry holds, or how a conversion turns out, changes."""
@@ -102,8 +103,6 @@ def _dims(shape: object) -> list[int] | str:
 
 def versions() -> dict[str, str]:
     """The versions whose change invalidates every entry."""
-    from ... import __version__
-
     found = {"partition_lab": __version__, "tvm": str(tvm.__version__)}
     for package in ("onnx", "torch"):
         try:
