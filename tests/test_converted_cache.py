@@ -132,7 +132,7 @@ def test_a_new_version_converts_again(package: str, tmp_path: Path, conversions:
     path = conv_onnx(tmp_path / "m.onnx")
     load_model(path, cache=True)
     if package == "partition_lab":
-        monkeypatch.setattr(partition_lab, "__version__", "99.0.0")
+        monkeypatch.setattr(partition_lab._version, "__version__", "99.0.0")
     else:
         monkeypatch.setattr(tvm, "__version__", "0.99.dev0")
     load_model(path, cache=True)
@@ -199,3 +199,29 @@ def test_cli_times_the_stages_with_debug_and_reuses_the_conversion(
     assert main(argv[:-1] + ["--no-model-cache"]) == 0
     assert len(conversions) == 2
     assert "stages:" not in capsys.readouterr().err  # only with --debug
+
+
+@pytest.mark.parametrize("swap", ["fifo", "link-out"])
+def test_external_data_that_became_a_pipe_or_a_link_out_is_never_read_from_the_cache(
+        swap: str, tmp_path: Path) -> None:
+    """A cached conversion re-hashes the external data it read; a pipe there would block the
+    hash forever and a link leading out of the folder would be read: either makes the entry
+    stale, and the loader's own check says what is wrong in one line."""
+    import os
+
+    from partition_lab.errors import PartitionLabError
+
+    folder = tmp_path / "model"
+    folder.mkdir()
+    path = conv_onnx(folder / "m.onnx", seed=0, external=True)
+    load_model(path, cache=True)
+    data = folder / "weights.bin"
+    outside = tmp_path / "elsewhere.bin"
+    outside.write_bytes(data.read_bytes())
+    data.unlink()
+    if swap == "fifo":
+        os.mkfifo(data)
+    else:
+        data.symlink_to(outside)
+    with pytest.raises(PartitionLabError, match="named pipe|outside the model's folder"):
+        load_model(path, cache=True)

@@ -192,6 +192,23 @@ class OpGraph:
     def successors(self, node_id: int) -> list[int]:
         return list(self.nx.successors(node_id))
 
+    def reads_from_outside(self, nodes: Sequence[int]
+                           ) -> list[tuple[tuple[int, int] | str, TensorType]]:
+        """The tensors ``nodes`` read that are produced outside them, each once, in the order of
+        ``nodes``: a node output as ``(node, index)``, a graph input by its name (what a region
+        outlined as a function takes as parameters)."""
+        members = set(nodes)
+        found: dict[tuple[int, int] | str, TensorType] = {}
+        for node in nodes:
+            for pred in self.predecessors(node):
+                if pred not in members:
+                    for index in self.nx.edges[pred, node]["indices"]:
+                        found.setdefault((pred, index), self[pred].outputs[index])
+            for tensor in self.graph_inputs.values():
+                if node in tensor.consumers:
+                    found.setdefault(tensor.input_name, tensor.spec)
+        return list(found.items())
+
     def node_by_name(self, name: str) -> OpNode:
         """The node whose unique ``name`` is ``name`` (KeyError if none)."""
         return self.nodes[self._by_name[name]]

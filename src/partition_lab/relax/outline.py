@@ -207,19 +207,8 @@ class _Outliner:
         return [unit for unit in self.plan.support.units if members.issuperset(unit.nodes)]
 
     def _reads_from_outside(self, nodes: Sequence[int]) -> list[tuple[Any, TensorType]]:
-        """The tensors ``nodes`` read that are produced outside them, each once, in order: a
-        node output as ``(node, index)``, a graph input by its name."""
-        members = set(nodes)
-        found: dict[Any, TensorType] = {}
-        for node in sorted(members):
-            for pred in self.graph.predecessors(node):
-                if pred not in members:
-                    for index in self.graph.nx.edges[pred, node]["indices"]:
-                        found.setdefault((pred, index), self.graph[pred].outputs[index])
-            for tensor in self.graph.graph_inputs.values():
-                if node in tensor.consumers:
-                    found.setdefault(tensor.input_name, tensor.spec)
-        return list(found.items())
+        """The tensors ``nodes`` read from outside them (:meth:`OpGraph.reads_from_outside`)."""
+        return self.graph.reads_from_outside(sorted(set(nodes)))
 
     def _region_outputs(self, nodes: Sequence[int], within: set[int] | None = None
                         ) -> list[tuple[int, int]]:

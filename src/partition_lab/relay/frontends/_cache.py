@@ -37,9 +37,9 @@ import numpy as np
 import tvm
 from tvm import relay
 
-from ..._io import cache_root, write_atomic
+from ... import _version
+from ..._io import cache_root, special_file_kind, write_atomic
 from ..._stages import stage
-from ..._version import __version__
 
 CACHE_FORMAT = 1
 """Bump when what an entry holds, or how a conversion turns out, changes."""
@@ -69,6 +69,8 @@ def cached_load(path: Path, kind: str, input_shapes: Mapping[str, object] | None
                 options: Mapping[str, Any], convert: Callable[[], Loaded]) -> Loaded:
     """``convert()``'s result for the model file at ``path``, from the cache when an entry of
     the same key is there and intact; otherwise converted and stored."""
+    if special_file_kind(path) is not None:  # a pipe or device: the loader refuses it in one line
+        return convert()
     with stage("load"):
         key = entry_key(path, kind, input_shapes, options)
         entry = cache_dir() / key[:2] / f"{key}.tvm"
@@ -103,13 +105,25 @@ def _dims(shape: object) -> list[int] | str:
 
 def versions() -> dict[str, str]:
     """The versions whose change invalidates every entry."""
-    found = {"partition_lab": __version__, "tvm": str(tvm.__version__)}
+    found = {"partition_lab": _version.__version__, "tvm": str(tvm.__version__)}
     for package in ("onnx", "torch"):
         try:
             found[package] = metadata.version(package)
         except metadata.PackageNotFoundError:
             found[package] = "none"
     return found
+
+
+def _plain_file_inside(folder: Path, path: Path) -> bool:
+    """Whether ``path`` is a regular file whose real location is inside ``folder``: a read file
+    that became a pipe (hashing it would block) or a link leading out is not trusted."""
+    if special_file_kind(path) is not None or not path.is_file():
+        return False
+    try:
+        Path(os.path.realpath(path)).relative_to(os.path.realpath(folder))
+    except ValueError:
+        return False
+    return True
 
 
 def file_digest(path: Path) -> str:
@@ -181,8 +195,8 @@ def _decode(data: bytes, folder: Path) -> Loaded:
             _payload_digest(module, weights) != header["sha256"]:
         raise _Stale("cut short or garbled")
     for name, digest in header["reads"].items():
-        if file_digest(folder / name) != digest:
-            raise _Stale(f"{name} changed")
+        if not _plain_file_inside(folder, folder / name) or file_digest(folder / name) != digest:
+            raise _Stale(f"{name} changed")  # converting again puts it through the loader's checks
     mod = tvm.ir.load_json(bytes(module).decode("utf-8"))
     if not isinstance(mod, tvm.IRModule):
         raise _Stale("not a module")

@@ -41,7 +41,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import networkx as nx
 import tvm
@@ -275,21 +275,9 @@ class _Outliner:
             main_env[ref] = call if len(outputs) == 1 else relay.TupleGetItem(call, k)
         functions[gvar] = func
 
-    def _reads_from_outside(self, nodes: Sequence[int]
-                            ) -> list[tuple[tuple[int, int] | str, TensorType]]:
-        """The tensors ``nodes`` read that are produced outside them, each once, in order: a
-        node output as ``(node, index)``, a graph input by its name."""
-        members = set(nodes)
-        found: dict[tuple[int, int] | str, TensorType] = {}
-        for node in nodes:
-            for pred in self.graph.predecessors(node):
-                if pred not in members:
-                    for index in self.graph.nx.edges[pred, node]["indices"]:
-                        found.setdefault((pred, index), self.graph[pred].outputs[index])
-            for tensor in self.graph.graph_inputs.values():
-                if node in tensor.consumers:
-                    found.setdefault(tensor.input_name, tensor.spec)
-        return list(found.items())
+    def _reads_from_outside(self, nodes: Sequence[int]) -> list[tuple[Any, TensorType]]:
+        """The tensors ``nodes`` read from outside them (:meth:`OpGraph.reads_from_outside`)."""
+        return self.graph.reads_from_outside(nodes)
 
     def _units_in(self, members: set[int]) -> dict[int, Unit]:
         """``{node: unit}`` for the pattern units wholly inside a region."""
