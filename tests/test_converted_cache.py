@@ -225,3 +225,17 @@ def test_external_data_that_became_a_pipe_or_a_link_out_is_never_read_from_the_c
         data.symlink_to(outside)
     with pytest.raises(PartitionLabError, match="named pipe|outside the model's folder"):
         load_model(path, cache=True)
+
+
+def test_what_the_conversion_warned_is_said_again_from_the_cache(tmp_path: Path,
+                                                                 conversions: list[Path]) -> None:
+    """An ONNX that onnx.checker rejects, converted anyway: the warning comes on the second
+    load too, from the cache, without converting again."""
+    model = onnx.load(conv_onnx(tmp_path / "ok.onnx"))
+    model.opset_import[0].version = 99
+    path = tmp_path / "opset99.onnx"
+    onnx.save(model, path)
+    for _ in range(2):
+        with pytest.warns(UserWarning, match="opset 99"):
+            load_model(path, cache=True, check_onnx=False)
+    assert len(conversions) == 1

@@ -90,10 +90,14 @@ def test_debug_shows_tvm_log_lines() -> None:
 
 @pytest.mark.parametrize("debug", [False, True])
 def test_exporter_loggers_are_held_to_errors_unless_debug(
-        debug: bool, caplog: pytest.LogCaptureFixture) -> None:
+        debug: bool, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
     from partition_lab._tvm_logs import quiet_tvm_logs
 
     log = logging.getLogger("onnxscript.optimizer._constant_folding")
+    # A library configuring logging earlier in this process may have disabled existing
+    # loggers (dictConfig's disable_existing_loggers); what is tested here is the block alone.
+    monkeypatch.setattr(log, "disabled", False)
+    monkeypatch.setattr(log, "propagate", True)
     with quiet_tvm_logs(not debug):
         log.warning("Evaluation failed: cannot reshape array of size 6 into shape (4,)")
     assert ("Evaluation failed" in caplog.text) is debug

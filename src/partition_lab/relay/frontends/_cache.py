@@ -28,6 +28,7 @@ import hashlib
 import json
 import os
 import struct
+import warnings
 from collections.abc import Callable, Iterator, Mapping
 from importlib import metadata
 from pathlib import Path
@@ -41,7 +42,7 @@ from ... import _version
 from ..._io import cache_root, special_file_kind, write_atomic
 from ..._stages import stage
 
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2  # 2: the conversion's warnings kept and said again
 """Bump when what an entry holds, or how a conversion turns out, changes."""
 MAGIC = b"partition_lab converted model\n"
 _LENGTH = struct.Struct("<Q")  # the header's length, before it
@@ -77,11 +78,21 @@ def cached_load(path: Path, kind: str, input_shapes: Mapping[str, object] | None
         loaded = read_entry(entry, path.parent)
     if loaded is not None:
         return loaded
-    with _recording() as reads:
+    with _recording() as reads, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         result = convert()
+    said = [str(w.message) for w in caught if issubclass(w.category, UserWarning)]
+    _say_again(said)  # recorded to be kept with the entry; the caller still sees them
     with contextlib.suppress(OSError):  # a cache that cannot be written only costs time
-        write_entry(entry, result, [p for p in reads], path.parent)
+        write_entry(entry, result, [p for p in reads], path.parent, said)
     return result
+
+
+def _say_again(messages: list[str]) -> None:
+    """Warn what the conversion warned (the checker's findings on an invalid ONNX converted
+    anyway): a second load from the cache says the same as the first."""
+    for message in messages:
+        warnings.warn(message, UserWarning, stacklevel=3)
 
 
 def entry_key(path: Path, kind: str, input_shapes: Mapping[str, object] | None,
@@ -145,7 +156,8 @@ def _recording() -> Iterator[list[Path]]:
         _reads.reset(token)
 
 
-def write_entry(entry: Path, loaded: Loaded, reads: list[Path], folder: Path) -> None:
+def write_entry(entry: Path, loaded: Loaded, reads: list[Path], folder: Path,
+                said: list[str] | None = None) -> None:
     """Store ``loaded`` at ``entry`` (atomically), with the digests of the files it read."""
     mod, params = loaded
     module = tvm.ir.save_json(mod).encode("utf-8")
@@ -155,7 +167,8 @@ def write_entry(entry: Path, loaded: Loaded, reads: list[Path], folder: Path) ->
               "params": [[name, array.dtype.str, list(array.shape)]
                          for name, array in arrays.items()],
               "sha256": _payload_digest(module, weights),
-              "reads": {os.path.relpath(p, folder): file_digest(p) for p in reads}}
+              "reads": {os.path.relpath(p, folder): file_digest(p) for p in reads},
+              "warnings": list(said or [])}
     head = json.dumps(header, sort_keys=True).encode("utf-8")
     entry.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(entry, MAGIC + _LENGTH.pack(len(head)) + head + module + weights)
@@ -200,7 +213,9 @@ def _decode(data: bytes, folder: Path) -> Loaded:
     mod = tvm.ir.load_json(bytes(module).decode("utf-8"))
     if not isinstance(mod, tvm.IRModule):
         raise _Stale("not a module")
-    return relay.transform.InferType()(mod), _params(header["params"], weights)
+    loaded = relay.transform.InferType()(mod), _params(header["params"], weights)
+    _say_again([str(m) for m in header.get("warnings", [])])
+    return loaded
 
 
 def _params(records: list[list[Any]], weights: memoryview) -> dict[str, tvm.nd.NDArray]:
