@@ -190,6 +190,7 @@ class LibraryCache:
         self.lib_dir = lib_dir
         lib_dir.mkdir(parents=True, exist_ok=True)
         self.built: dict[str, str] = {}
+        self.no_tensor_cores: set[str] = set()
         self.build_s = 0.0
         self.log = log or (lambda _msg: None)
 
@@ -200,18 +201,52 @@ class LibraryCache:
             return self.built[digest]
         name = f"{kind}_{digest}.so"
         path = self.lib_dir / name
+        note = ""
         if not path.exists():
             start = time.perf_counter()
-            tgt = tvm.target.Target(target)
-            with tvm.transform.PassContext(opt_level=3):
-                ex = tvm.compile(mod, target=tgt,
-                                 relax_pipeline=relax.pipeline.get_default_pipeline(tgt))
-            ex.export_library(str(path))
+            if kind == "cuda" and not _compile_in_child(mod, target, path, tensor_cores=True):
+                # dlight's Tensor Core rule (MatmulTensorization, fp16 matmuls and convolutions
+                # with every extent > 64) crashed TVM 0.27 here (a segfault in Tensorize):
+                # build again with that rule off, the kernels on CUDA cores.
+                self.no_tensor_cores.add(f"{self.lib_dir.name}/{name}")
+                note = ", Tensor Core rule off after a crash"
+                if not _compile_in_child(mod, target, path, tensor_cores=False):
+                    raise PartitionLabError(f"tvm.compile failed for {name} (cuda)")
+            elif kind != "cuda":
+                _compile(mod, target, path, tensor_cores=True)
             took = time.perf_counter() - start
             self.build_s += took
-            self.log(f"    built {name} ({took:.1f} s, {path.stat().st_size / 1e6:.2f} MB)")
+            self.log(f"    built {name} ({took:.1f} s, {path.stat().st_size / 1e6:.2f} MB{note})")
         self.built[digest] = f"{self.lib_dir.name}/{name}"
         return self.built[digest]
+
+
+def _compile(mod: tvm.IRModule, target: dict[str, Any], path: Path, tensor_cores: bool) -> None:
+    from tvm.s_tir.dlight.gpu import matmul
+
+    tgt = tvm.target.Target(target)
+    saved = matmul.check_sm_version
+    if not tensor_cores:
+        matmul.check_sm_version = lambda _arch: -1
+    try:
+        with tvm.transform.PassContext(opt_level=3):
+            ex = tvm.compile(mod, target=tgt,
+                             relax_pipeline=relax.pipeline.get_default_pipeline(tgt))
+        ex.export_library(str(path))
+    finally:
+        matmul.check_sm_version = saved
+
+
+def _compile_in_child(mod: tvm.IRModule, target: dict[str, Any], path: Path,
+                      tensor_cores: bool) -> bool:
+    """:func:`_compile` in a forked process (TVM can crash): whether it wrote ``path``."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork")
+    child = ctx.Process(target=_compile, args=(mod, target, path, tensor_cores))
+    child.start()
+    child.join()
+    return child.exitcode == 0 and path.exists()
 
 
 def _region_entry(rm: RegionModule, device: str, kind: str, lib: str, prefix: str
@@ -241,7 +276,8 @@ def build_plans(rg: RelaxGraph, plans: Sequence[NamedPlan], libs: LibraryCache, 
             kind = "cuda" if is_gpu(plan, device) and not cpu else "llvm"
             lib = libs.get(rm.mod, kind)
             regions.append(_region_entry(rm, device, kind, lib, prefix) | {
-                "ops": len(plan.regions[region_id].nodes)})
+                "ops": len(plan.regions[region_id].nodes),
+                "tensor_core_rule": kind == "cuda" and lib not in libs.no_tensor_cores})
             for n, value in rm.weights.items():
                 weights.setdefault(prefix + n, value)
         entries.append({
@@ -271,7 +307,9 @@ def build_baseline(mod: tvm.IRModule, libs: LibraryCache, *, cpu: bool,
         weights.setdefault("b:" + n, value)
     return {"name": BASELINE, "also": [], "strategy": BASELINE, "predicted_ms": None,
             "devices": {"gpu" if not cpu else "cpu": len(rg.graph)},
-            "regions": [_region_entry(rm, "gpu", kind, lib, "b:") | {"ops": len(rg.graph)}],
+            "regions": [_region_entry(rm, "gpu", kind, lib, "b:") | {
+                "ops": len(rg.graph),
+                "tensor_core_rule": kind == "cuda" and lib not in libs.no_tensor_cores}],
             "outputs": [tensor_name(ref) for ref in rg.graph.outputs]}
 
 
