@@ -277,8 +277,12 @@ def build(args: argparse.Namespace) -> None:
     from partition_lab.relax import build as relax_build
 
     relax_build.env_compile_mode()
+    relax_build.LibraryCache.tensor_cores_crashed = args.tensor_cores == "off"
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    (out / "driver.py").write_text(Path(__file__).read_text())
+    if args.site:
+        copy_runtime(out / "site")
     entries = []
     timings = {}
     for name, loader in model_list(args.models):
@@ -297,9 +301,6 @@ def build(args: argparse.Namespace) -> None:
         print(f"  {name}: {timings[name]['build_s']} s", flush=True)
         relax_build.write_manifest(out, entries, cpu=args.cpu, extra={"build": timings})
     relax_build.write_manifest(out, entries, cpu=args.cpu, extra={"build": timings})
-    (out / "driver.py").write_text(Path(__file__).read_text())
-    if args.site:
-        copy_runtime(out / "site")
 
 
 def model_list(spec: list[str]) -> list[tuple[str, Any]]:
@@ -357,6 +358,9 @@ def main(argv: list[str] | None = None) -> Any:
     b.add_argument("--weights", choices=("file", "random"), default="file")
     b.add_argument("--cpu", action="store_true", help="every region for llvm")
     b.add_argument("--site", action="store_true", help="copy a runtime-only TVM to OUT/site")
+    b.add_argument("--tensor-cores", choices=("try", "off"), default="try",
+                   help="dlight's Tensor Core matmul rule: try it (in a child; off for the rest "
+                        "of the build after a crash) or off")
     r = sub.add_parser("run", help="load a bundle and time its plans (runtime-only TVM)")
     r.add_argument("--bundle", required=True)
     r.add_argument("--out", help="results JSON")

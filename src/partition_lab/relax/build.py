@@ -50,6 +50,9 @@ HOST_TARGET: dict[str, Any] = {"kind": "llvm"}
 #: Plans built per model besides the strategies' (deduplicated by device per op).
 GPU_PLAN, HOST_PLAN, BASELINE = "all_gpu", "all_cpu", "tvm_unpartitioned"
 DEFAULT_STRATEGIES = ("greedy", "cost", "min_size", "no_mac")
+#: Plans cut once in topological order: (device of the head, fraction of ops in the head).
+CUT_PLANS: dict[str, tuple[str, float]] = {"gpu_head_host_tail": ("gpu", 0.75),
+                                           "host_head_gpu_tail": ("host", 0.25)}
 LIFTED_DTYPES = ("float16", "float32", "float64", "bfloat16")
 
 
@@ -167,6 +170,13 @@ def model_plans(mod: tvm.IRModule, platform: str,
             continue
         plan.validate()
         candidates.append((name, plan))
+    order = list(nx.lexicographical_topological_sort(graph.nx))
+    for name, (first, cut) in CUT_PLANS.items():  # a prefix of a topological order: a cut
+        head = set(order[:int(len(order) * cut)])
+        devices = [(first if n in head else ("host" if first == "gpu" else "gpu"))
+                   for n in range(len(graph))]
+        names = [gpu.name if d == "gpu" else plat.host.name for d in devices]
+        candidates.append((name, PartitionPlan.from_devices(graph, support, name, names)))
     plans: dict[tuple[str, ...], NamedPlan] = {}
     for name, plan in candidates:
         key = tuple(plan.device_of(n) for n in range(len(graph)))
@@ -186,6 +196,8 @@ def model_plans(mod: tvm.IRModule, platform: str,
 class LibraryCache:
     """Builds region modules once per (target, structure), exported under ``lib_dir``."""
 
+    tensor_cores_crashed = False
+
     def __init__(self, lib_dir: Path, log: Callable[[str], None] | None = None) -> None:
         self.lib_dir = lib_dir
         lib_dir.mkdir(parents=True, exist_ok=True)
@@ -202,14 +214,18 @@ class LibraryCache:
         name = f"{kind}_{digest}.so"
         path = self.lib_dir / name
         note = ""
+        if path.exists() and kind == "cuda" and LibraryCache.tensor_cores_crashed:
+            self.no_tensor_cores.add(f"{self.lib_dir.name}/{name}")
         if not path.exists():
             start = time.perf_counter()
-            if kind == "cuda" and not _compile_in_child(mod, target, path, tensor_cores=True):
+            if kind == "cuda" and (LibraryCache.tensor_cores_crashed or
+                                   not _compile_in_child(mod, target, path, tensor_cores=True)):
                 # dlight's Tensor Core rule (MatmulTensorization, fp16 matmuls and convolutions
                 # with every extent > 64) crashed TVM 0.27 here (a segfault in Tensorize):
                 # build again with that rule off, the kernels on CUDA cores.
                 self.no_tensor_cores.add(f"{self.lib_dir.name}/{name}")
                 note = ", Tensor Core rule off after a crash"
+                LibraryCache.tensor_cores_crashed = True  # once per process: each crash costs
                 if not _compile_in_child(mod, target, path, tensor_cores=False):
                     raise PartitionLabError(f"tvm.compile failed for {name} (cuda)")
             elif kind != "cuda":
@@ -332,7 +348,11 @@ def build_model(mod: tvm.IRModule, name: str, platforms: Sequence[str], out_dir:
     for platform in platforms:
         start = time.perf_counter()
         built_before = libs.build_s
-        analysis, plans = model_plans(mod, platform, strategies)
+        try:
+            analysis, plans = model_plans(mod, platform, strategies)
+        except PartitionLabError as exc:
+            say(f"  {name} on {platform}: FAILED {exc}")
+            continue
         plans = plans[:max_plans]
         say(f"  {name} on {platform}: {len(plans)} plans "
             f"({', '.join(p.name for p in plans)})")
