@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 HOST = "cpu"  # the host device's name in every platform
+SLOW_S = 0.2  # a plan whose warm run takes longer runs once per turn, not --repeat times
 
 
 # ---------------------------------------------------------------------------- runtime
@@ -158,17 +159,23 @@ def time_entry(entry: Entry, budget_s: float, repeat: int, min_rounds: int, max_
                warmup: int) -> dict[str, Any]:
     """Time every plan of ``entry`` in turns (order rotated each round) within ``budget_s``."""
     names = list(entry.plans)
+    reps = {}
     for name in names:
         for _ in range(warmup):
+            t0 = time.perf_counter()
             entry.run(name)
+            took = time.perf_counter() - t0
+        reps[name] = repeat if warmup == 0 or took < SLOW_S else 1  # slow plans: once a turn
     times: dict[str, list[float]] = {n: [] for n in names}
     start = time.perf_counter()
     rounds = 0
-    while rounds < max_rounds and (rounds < min_rounds or
-                                   time.perf_counter() - start < budget_s):
+    while rounds < max_rounds:
+        elapsed = time.perf_counter() - start
+        if elapsed >= budget_s and (rounds >= min_rounds or elapsed >= 2 * budget_s):
+            break
         k = rounds % len(names)
         for name in names[k:] + names[:k]:
-            for _ in range(repeat):
+            for _ in range(reps[name]):
                 t0 = time.perf_counter()
                 entry.run(name)
                 times[name].append(time.perf_counter() - t0)
@@ -186,7 +193,8 @@ def time_entry(entry: Entry, budget_s: float, repeat: int, min_rounds: int, max_
             "predicted_ms": plan.get("predicted_ms"), "devices": plan.get("devices"),
             "regions": len(plan["regions"]),
             "gpu_regions": sum(r["device"] != HOST for r in plan["regions"]),
-            "copies": entry.copies.get(name), "median_ms": statistics.median(ms),
+            "copies": entry.copies.get(name), "repeat": reps[name],
+            "median_ms": statistics.median(ms),
             "min_ms": min(ms), "mean_ms": statistics.fmean(ms), "n": len(ms),
             "max_rel_diff_vs_" + reference: diff})
     return {"rounds": rounds, "repeat": repeat, "timing_s": round(time.perf_counter() - start, 2),

@@ -114,7 +114,7 @@ def test_driver_times_every_plan(bundle, tmp_path):
     for record in results["entries"]:
         assert "error" not in record and 2 <= record["rounds"] <= 3
         for plan in record["plans"]:
-            assert plan["median_ms"] > 0 and plan["n"] == record["rounds"]
+            assert plan["median_ms"] > 0 and plan["n"] == record["rounds"] * plan["repeat"]
             assert plan["regions"] >= 1 and plan["copies"] is not None
         base = next(p for p in record["plans"] if p["name"] == build.BASELINE)
         assert base["predicted_ms"] is None and base["gpu_regions"] == 1
