@@ -94,12 +94,24 @@ def test_exporter_loggers_are_held_to_errors_unless_debug(
     from partition_lab._tvm_logs import quiet_tvm_logs
 
     log = logging.getLogger("onnxscript.optimizer._constant_folding")
-    # A library configuring logging earlier in this process may have disabled existing
-    # loggers (dictConfig's disable_existing_loggers); what is tested here is the block alone.
+    parent = logging.getLogger("onnxscript")  # the name quiet_tvm_logs holds (EXPORT_LOGGERS)
+    # Libraries imported earlier in this process may have disabled this logger (dictConfig's
+    # disable_existing_loggers), raised the root's level, or stopped propagation on the way up;
+    # what is tested here is the block alone, so the logger gets caplog's handler itself, it
+    # inherits its level (as onnxscript's module loggers do) and the parent starts at WARNING.
     monkeypatch.setattr(log, "disabled", False)
-    monkeypatch.setattr(log, "propagate", True)
-    with quiet_tvm_logs(not debug):
-        log.warning("Evaluation failed: cannot reshape array of size 6 into shape (4,)")
+    monkeypatch.setattr(log, "propagate", False)
+    monkeypatch.setattr(log, "handlers", [caplog.handler])
+    saved = log.level, parent.level
+    log.setLevel(logging.NOTSET)  # setLevel, not setattr: it clears the loggers' level cache
+    parent.setLevel(logging.WARNING)
+    try:
+        with quiet_tvm_logs(not debug):
+            log.warning("Evaluation failed: cannot reshape array of size 6 into shape (4,)")
+        assert parent.level == logging.WARNING  # the block put the level back
+    finally:
+        log.setLevel(saved[0])
+        parent.setLevel(saved[1])
     assert ("Evaluation failed" in caplog.text) is debug
 
 
@@ -160,3 +172,20 @@ def test_keep_fp32_on_overflow_is_a_checked_tensorcore_option() -> None:
 
     with pytest.raises(TargetSpecError, match="keep_fp32_on_overflow must be True or False"):
         partition_lab.get_platform("tensorcore", keep_fp32_on_overflow="yes")
+
+
+def test_overlapping_quiet_blocks_put_the_loggers_levels_back() -> None:
+    """Two threads' blocks that overlap without nesting (A in, B in, A out, B out) leave every
+    held logger at the level it had; each block restoring by itself left them at ERROR."""
+    from partition_lab._tvm_logs import EXPORT_LOGGERS, TVM_LOGGERS, _tvm_loggers_at
+
+    loggers = [logging.getLogger(name) for name in TVM_LOGGERS + EXPORT_LOGGERS]
+    before = [logger.level for logger in loggers]
+    first, second = _tvm_loggers_at(logging.ERROR), _tvm_loggers_at(logging.ERROR)
+    first.__enter__()
+    second.__enter__()
+    assert all(logger.getEffectiveLevel() >= logging.ERROR for logger in loggers)
+    first.__exit__(None, None, None)
+    assert all(logger.getEffectiveLevel() >= logging.ERROR for logger in loggers)  # B still in
+    second.__exit__(None, None, None)
+    assert [logger.level for logger in loggers] == before

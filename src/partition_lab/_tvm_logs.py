@@ -68,18 +68,34 @@ def tvm_logs_shown(shown: bool = True) -> Iterator[None]:
         _shown["depth"] -= shown
 
 
+#: The one hold on the loggers' levels: how many blocks are inside, and the levels to put back.
+#: Like the capture of descriptor 2 it is process-wide: when each block saved and restored the
+#: levels by itself, two threads whose blocks overlapped (A enters, B enters, A leaves, B
+#: leaves) left the loggers at ERROR for good, and every later warning of theirs was lost.
+_levels_lock = threading.Lock()
+_levels: dict[str, Any] = {"depth": 0, "saved": []}
+
+
 @contextlib.contextmanager
 def _tvm_loggers_at(level: int) -> Iterator[None]:
-    """TVM's Python loggers at ``level`` or above inside the block (their levels restored)."""
-    loggers = [logging.getLogger(name) for name in TVM_LOGGERS + EXPORT_LOGGERS]
-    saved = [logger.level for logger in loggers]
-    for logger in loggers:
-        logger.setLevel(max(level, logger.getEffectiveLevel()))
+    """TVM's Python loggers at ``level`` or above inside the block; the first block in raises
+    them, the last one out restores their levels."""
+    with _levels_lock:
+        if _levels["depth"] == 0:
+            loggers = [logging.getLogger(name) for name in TVM_LOGGERS + EXPORT_LOGGERS]
+            _levels["saved"] = [(logger, logger.level) for logger in loggers]
+            for logger in loggers:
+                logger.setLevel(max(level, logger.getEffectiveLevel()))
+        _levels["depth"] += 1
     try:
         yield
     finally:
-        for logger, old in zip(loggers, saved, strict=True):
-            logger.setLevel(old)
+        with _levels_lock:
+            _levels["depth"] -= 1
+            if _levels["depth"] == 0:
+                for logger, old in _levels["saved"]:
+                    logger.setLevel(old)
+                _levels["saved"] = []
 
 
 _capture_lock = threading.Lock()
