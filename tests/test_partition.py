@@ -280,7 +280,69 @@ def test_the_default_strategy_is_cost_with_a_profile_and_greedy_without() -> Non
     profiled = partition_lab.partition(mod, "tensorcore", params=params, profile_cache=cache)
     assert profiled.plan.strategy == "cost"
     assert isinstance(profiled.cost_model, ProfiledCostModel)
-    assert partition_lab.partition(mod, "tensorcore", params=params).plan.strategy == "greedy"
+    # tensorcore ships the project's H200 profile: without a profile of one's own, cost on it
+    roofline = partition_lab.partition(mod, "tensorcore", params=params, shipped_profile=False)
+    assert roofline.plan.strategy == "greedy"
+    assert not isinstance(roofline.cost_model, ProfiledCostModel)
+    assert partition_lab.partition(mod, "neuron", params=params).plan.strategy == "greedy"
     named = partition_lab.partition(mod, "tensorcore", params=params, strategy="greedy",
                                     profile_cache=cache)
     assert named.plan.strategy == "greedy"
+
+
+@pytest.mark.slow
+def test_tensorcore_without_a_profile_is_priced_by_the_shipped_h200_profile() -> None:
+    from partition_lab.cost_models import SHIPPED
+    from partition_lab.cost_models.profiled import ProfiledCostModel
+
+    mod, params = zoo.load("resnet50_v1", small=True)
+    result = partition_lab.partition(mod, "tensorcore", params=params)
+    assert result.plan.strategy == "cost"
+    assert isinstance(result.cost_model, ProfiledCostModel)
+    shipped = SHIPPED["tensorcore"]
+    assert "shipped profile measured 2026-12-01" in result.summary()  # labelled, with its date
+    assert "H200" in shipped.label and "not your machine" in shipped.label
+    assert result.cost_model.binding == {
+        "cpu": "torch-cpu|Intel(R) Xeon(R) Processor|torch 2.11.0+cu130|threads 16",
+        "cuda": "torch-cuda|NVIDIA H200|torch 2.11.0+cu130|cudnn 91900",
+        "tensorcore": "torch-cuda|NVIDIA H200|torch 2.11.0+cu130|cudnn 91900"}
+    # a named hardware profile asks for the roofline, and so does shipped_profile=False
+    for kwargs in ({"cost_model": "v100"}, {"shipped_profile": False}):
+        other = partition_lab.partition(mod, "tensorcore", params=params, **kwargs)
+        assert other.cost_model.name.startswith("roofline("), kwargs
+        assert other.plan.strategy == "greedy", kwargs
+    # target options keep it (fp32 ops the profile did not time are fitted)
+    fp32 = partition_lab.partition(mod, "tensorcore", params=params, precision="fp32")
+    assert isinstance(fp32.cost_model, ProfiledCostModel)
+
+
+def test_the_shipped_profile_applies_only_to_the_built_in_platform_it_measured() -> None:
+    from partition_lab.core.platform import Platform
+    from partition_lab.cost_models import shipped_profile
+    from partition_lab.targets import get_platform
+
+    assert shipped_profile(get_platform("tensorcore")) is not None
+    for name in ("neuron", "neuron@2020", "cpu"):
+        assert shipped_profile(get_platform(name)) is None, name
+    built_in = get_platform("tensorcore")
+    # a platform that reuses the name with other devices is other hardware
+    renamed = Platform("tensorcore", tuple(d for d in built_in.devices if d.name != "cuda"))
+    assert shipped_profile(renamed) is None
+
+
+@pytest.mark.slow
+def test_the_shipped_sigmas_are_what_the_shipped_data_gives() -> None:
+    """The cross-validated sigmas ship precomputed (bench/ship_profile.py writes both files);
+    computed again from the shipped measurements they must agree, or the files are stale."""
+    import json
+
+    from partition_lab.cost_models import SHIPPED
+    from partition_lab.cost_models.profiled import ProfiledCostModel
+    from partition_lab.targets import get_platform
+
+    shipped = SHIPPED["tensorcore"]
+    fresh = ProfiledCostModel(shipped.cache(), get_platform("tensorcore"))
+    stored = json.loads(shipped.sigma_path.read_text(encoding="utf-8"))
+    assert set(stored) == set(fresh.binding.values())
+    for key, sigmas in stored.items():
+        assert fresh.fitted_sigma(key) == pytest.approx(sigmas, rel=1e-9), key

@@ -53,6 +53,20 @@ def test_every_strategy_valid_on_every_built_in_platform(model: str, target: str
                        {r.strategy: r.total_s for r in applicable})
 
 
+@pytest.mark.parametrize("model", zoo.names())
+def test_the_default_on_tensorcore_is_never_predicted_slower_than_greedy(model: str) -> None:
+    """Without a profile of one's own, tensorcore is priced by the shipped H200 profile and
+    its default strategy is cost, which must never be predicted slower than greedy."""
+    from partition_lab.cost_models import ProfiledCostModel
+    from partition_lab.strategies import default_strategy
+
+    analysis = _analysis(model, "tensorcore")
+    assert isinstance(analysis.cost_model, ProfiledCostModel)
+    assert default_strategy(profiled=True) == "cost"
+    comparison = _comparison(model, "tensorcore")
+    assert comparison.row("cost").total_s <= comparison.row("greedy").total_s * (1 + EPS)
+
+
 def test_optimal_finishes_on_the_largest_model_and_says_how_exact_it_is() -> None:
     comparison = _comparison("densenet201", "neuron@2020")
     assert len(comparison.graph) > 700

@@ -25,7 +25,7 @@ from .core.hazards import NumericHazard
 from .core.plan import PartitionPlan
 from .core.platform import Platform
 from .core.support import Support, Verdict
-from .cost_models import get_cost_model
+from .cost_models import ProfiledCostModel, pricing_model
 from .cost_models.base import CostBreakdown, CostModel, evaluate
 from .errors import ArgumentError, PartitionLabError
 from .strategies import default_strategy, get_strategy
@@ -133,6 +133,7 @@ def analyze(
     name: str = "",
     compiler: str | Mapping[str, str] | None = None,
     debug: bool = False,
+    shipped_profile: bool = True,
     **target_options: Any,
 ) -> Analysis:
     """Prepare ``mod`` for a platform and compute every (op, device) verdict.
@@ -140,22 +141,25 @@ def analyze(
     ``target`` names a platform (see :func:`~partition_lab.targets.get_platform`);
     ``compiler`` sets the ``Compiler`` name of its BYOC device(s) (see :func:`partition`).
     A Relax module (apache-tvm >= 0.20) goes to :func:`partition_lab.relax.analyze`. TVM's log
-    lines are kept off stderr unless ``debug`` (see :func:`partition`).
+    lines are kept off stderr unless ``debug`` (see :func:`partition`). The cost model is
+    :func:`~partition_lab.cost_models.pricing_model`'s: ``cost_model``, else the profile
+    cache, else the platform's shipped profile (unless ``shipped_profile`` is False), else the
+    roofline.
     """
     if is_relax_module(mod):
         return _relax().analyze(mod, target, params=params, excl_node_names=excl_node_names,
                                 exclude_ops=exclude_ops, cost_model=cost_model,
                                 profile_cache=profile_cache, name=name, compiler=compiler,
-                                **target_options)
+                                shipped_profile=shipped_profile, **target_options)
     with quiet_tvm_logs(not debug):
         return _analyze(mod, target, params, excl_node_names, exclude_ops, cost_model,
-                        profile_cache, name, compiler, target_options)
+                        profile_cache, name, compiler, shipped_profile, target_options)
 
 
 def _analyze(mod: tvm.IRModule, target: Any, params: Mapping[str, Any] | None,
              excl_node_names: Iterable[str], exclude_ops: Iterable[str],
              cost_model: CostModel | str | None, profile_cache: Any, name: str,
-             compiler: str | Mapping[str, str] | None,
+             compiler: str | Mapping[str, str] | None, shipped_profile: bool,
              target_options: dict[str, Any]) -> Analysis:
     check_module(mod)
     excl_node_names = name_list(excl_node_names, "excl_node_names", "['conv0']")
@@ -168,10 +172,7 @@ def _analyze(mod: tvm.IRModule, target: Any, params: Mapping[str, Any] | None,
         mod = prepare(mod, platform.prepare_steps(), hazards, keep_fp32_on_overflow(platform))
         rg = relay_graph(mod, name=name)
     support = support_table(rg.graph, platform, excl_node_names, exclude_ops)
-    if cost_model is None or isinstance(cost_model, str):
-        cost_model = get_cost_model(platform, accel_profile=cost_model, profile=profile_cache)
-    elif profile_cache is not None:
-        raise PartitionLabError("pass either a cost_model object or profile_cache=, not both")
+    cost_model = pricing_model(platform, cost_model, profile_cache, shipped=shipped_profile)
     return Analysis(mod, rg, platform, support, cost_model,
                     placed_hazards(hazards, rg.graph, platform))
 
@@ -215,6 +216,7 @@ def partition(
     choose_device: str = "cpu",
     choose_seconds: float = 20.0,
     debug: bool = False,
+    shipped_profile: bool = True,
     **target_options: Any,
 ) -> PartitionResult:
     """Split ``mod`` into regions over the devices of a platform (accelerators and CPU islands).
@@ -224,9 +226,10 @@ def partition(
     ``TargetSpec`` or a :class:`~partition_lab.core.platform.Platform`; ``target_options`` go to its
     accelerator (for example ``precision="fp32"`` for tensorcore). ``strategy`` is a name from
     ``partition_lab.strategies.available_strategies()``, with ``strategy_options``; by default
-    ``"cost"`` when ``profile_cache`` is given (priced from measurements, it was never slower
-    than greedy on the H200, bench/results/gpu_profiled.md) and ``"greedy"`` (TVM's own
-    rule) otherwise (:func:`~partition_lab.strategies.default_strategy`).
+    ``"cost"`` when the prices come from measurements (``profile_cache``, or the profile that
+    ships for the platform: the H200's for ``tensorcore``; ``shipped_profile=False`` leaves it
+    out) and ``"greedy"`` (TVM's own rule) when they come from the roofline
+    (:func:`~partition_lab.strategies.default_strategy`).
     ``excl_node_names`` keeps nodes with those source names on the CPU (neuron-cc's
     ``excl_node_names``); ``exclude_ops`` does the same by Relay op name. ``cost_model`` is a
     CostModel, an accelerator profile name, or None for the target's default. ``compiler`` is
@@ -253,7 +256,7 @@ def partition(
     with quiet_tvm_logs(not debug):
         return _partition(mod, target, params, strategy, excl_node_names, exclude_ops,
                           cost_model, profile_cache, strategy_options, name, compiler, choose,
-                          choose_device, choose_seconds, target_options)
+                          choose_device, choose_seconds, shipped_profile, target_options)
 
 
 def _partition(mod: tvm.IRModule, target: Any, params: Mapping[str, Any] | None,
@@ -261,7 +264,7 @@ def _partition(mod: tvm.IRModule, target: Any, params: Mapping[str, Any] | None,
                exclude_ops: Iterable[str], cost_model: CostModel | str | None,
                profile_cache: Any, strategy_options: Mapping[str, Any] | None, name: str,
                compiler: str | Mapping[str, str] | None, choose: int | None,
-               choose_device: str, choose_seconds: float,
+               choose_device: str, choose_seconds: float, shipped_profile: bool,
                target_options: dict[str, Any]) -> PartitionResult:
     if choose is not None and strategy is not None:
         raise PartitionLabError(f"choose={choose} picks among every strategy's plans by timing "
@@ -274,13 +277,15 @@ def _partition(mod: tvm.IRModule, target: Any, params: Mapping[str, Any] | None,
                                   excl_node_names=excl_node_names, exclude_ops=exclude_ops,
                                   cost_model=cost_model, profile_cache=profile_cache,
                                   strategy_options=strategy_options, name=name,
-                                  compiler=compiler, **target_options)
+                                  compiler=compiler, shipped_profile=shipped_profile,
+                                  **target_options)
     timings: dict[str, float] = {}
     start = time.perf_counter()
     analysis = analyze(mod, target, params=params, excl_node_names=excl_node_names,
                        exclude_ops=exclude_ops, cost_model=cost_model, profile_cache=profile_cache,
                        # debug=True: the block partition() runs in decides what is shown
-                       name=name, compiler=compiler, debug=True, **target_options)
+                       name=name, compiler=compiler, debug=True,
+                       shipped_profile=shipped_profile, **target_options)
     timings["analyze_s"] = time.perf_counter() - start
     with stage("partition"):
         return _plan_and_outline(analysis, strategy, strategy_options, choose, choose_device,
@@ -294,7 +299,7 @@ def _plan_and_outline(analysis: Analysis, strategy: str | None,
     """Run the strategy (or the measured choice) on the analysed model, and outline the plan."""
     start = time.perf_counter()
     if strategy is None:
-        strategy = default_strategy(profiled=profile_cache is not None)
+        strategy = default_strategy(profiled=isinstance(analysis.cost_model, ProfiledCostModel))
     if choose is not None:
         plan = _measured_choice(analysis, choose, choose_device, choose_seconds, profile_cache)
     else:
@@ -356,6 +361,7 @@ def compare(
     exclude_ops: Iterable[str] = (),
     name: str = "",
     debug: bool = False,
+    shipped_profile: bool = True,
     **target_options: Any,
 ) -> Comparison:
     """Every strategy (or ``strategies``) on one model and target, priced by one cost model.
@@ -367,7 +373,7 @@ def compare(
     """
     analysis = analyze(mod, target, params=params, excl_node_names=excl_node_names,
                        exclude_ops=exclude_ops, cost_model=cost_model, profile_cache=profile_cache,
-                       name=name, debug=debug, **target_options)
+                       name=name, debug=debug, shipped_profile=shipped_profile, **target_options)
     return compare_plans(analysis.graph, analysis.support, strategies=strategies,
                          cost_model=analysis.cost_model)
 

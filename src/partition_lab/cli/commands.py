@@ -124,7 +124,8 @@ def run_compare(args: argparse.Namespace) -> int:
         analysis = analyze(mod, job.platform, params=params, name=model_label(job.model),
                            excl_node_names=tuple(args.exclude_node),
                            exclude_ops=tuple(args.exclude_op), cost_model=job.profile,
-                           profile_cache=job.profile_cache, debug=getattr(args, "debug", False))
+                           profile_cache=job.profile_cache, shipped_profile=job.shipped_profile,
+                           debug=getattr(args, "debug", False))
     with job.progress.step(f"comparing {len(names) if names else 'all'} strategies"):
         comparison = compare_plans(analysis.graph, analysis.support, strategies=names,
                                    cost_model=analysis.cost_model)

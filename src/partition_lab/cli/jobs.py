@@ -120,6 +120,7 @@ class Job:
     profile_cache: str | None = None
     onnx_check: bool = True
     model_cache: bool = True  # the converted-model cache (--no-model-cache: off)
+    shipped_profile: bool = True  # a built-in platform's shipped profile (--no-shipped-profile)
 
 
 def resolve_job(args: argparse.Namespace, *, default_model: bool = False) -> Job:
@@ -130,15 +131,17 @@ def resolve_job(args: argparse.Namespace, *, default_model: bool = False) -> Job
         model = default_model_name()
         target_name = target_name or DEFAULT_MODEL_TARGET
         strategy = strategy or DEFAULT_MODEL_STRATEGY
-    if strategy is None:
-        strategy = strategies.default_strategy(profiled=bool(getattr(args, "profile_cache", None)))
     target_name = target_name or DEFAULT_TARGET
     options = parse_options(args.option)
+    shipped = getattr(args, "shipped_profile", True)
+    if strategy is None:  # cost where the prices are measured, which the platform decides
+        bare = get_platform(target_name)  # raises UnknownTargetError
+        strategy = strategies.default_strategy(profiled=measured_prices(args, bare, shipped))
     strategy_fields = {field[0] for field in strategies.option_fields(strategy)}
     strategy_options = {k: v for k, v in options.items() if k in strategy_fields}
     target_options = {k: v for k, v in options.items() if k not in strategy_fields}
+    platform = get_platform(target_name, **target_options)  # raises TargetSpecError
     strategies.get_strategy(strategy, **strategy_options)  # raises UnknownStrategyError
-    platform = get_platform(target_name, **target_options)  # raises UnknownTargetError
     if not args.profile:
         check_cost_profiles(platform)  # a target file without default_profile
     if args.profile:
@@ -158,7 +161,18 @@ def resolve_job(args: argparse.Namespace, *, default_model: bool = False) -> Job
         zoo.check_input_shapes(name, shapes, small=small)
     return Job(model, target_name, platform, strategy, strategy_options, shapes,
                args.profile, Progress(True if args.progress else None), cache,
-               args.onnx_check, getattr(args, "model_cache", True))
+               args.onnx_check, getattr(args, "model_cache", True), shipped)
+
+
+def measured_prices(args: argparse.Namespace, platform: Platform, shipped: bool) -> bool:
+    """Whether the job prices from measurements: a profile cache, or the platform's shipped
+    profile (not with ``--profile NAME``, a hardware profile for the roofline, nor with
+    ``--no-shipped-profile``)."""
+    if getattr(args, "profile_cache", None):
+        return True
+    from ..cost_models.shipped import shipped_profile
+
+    return shipped and not args.profile and shipped_profile(platform) is not None
 
 
 def load(job: Job, frontend: str | None, debug: bool = False) -> tuple[Any, Any]:
@@ -238,7 +252,8 @@ def run_partition_job(job: Job, args: argparse.Namespace) -> Any:
                          strategy=None if choose else job.strategy,
                          name=model_label(job.model),
                          excl_node_names=tuple(args.exclude_node),
-                         exclude_ops=tuple(args.exclude_op), cost_model=job.profile, profile_cache=job.profile_cache,
+                         exclude_ops=tuple(args.exclude_op), cost_model=job.profile,
+                         profile_cache=job.profile_cache, shipped_profile=job.shipped_profile,
                          strategy_options=job.strategy_options or None,
                          compiler=parse_compiler(getattr(args, "compiler", [])),
                          debug=getattr(args, "debug", False), **choose)

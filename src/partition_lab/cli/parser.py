@@ -162,8 +162,9 @@ def _add_model_options(sub: argparse.ArgumentParser, *, optional_model: bool = F
                           f"default {DEFAULT_TARGET}")
     if strategy:
         sub.add_argument("--strategy", "-s", metavar="S",
-                         help=f"partition strategy; default {DEFAULT_STRATEGY}, or cost "
-                              "with --profile-cache")
+                         help=f"partition strategy; default cost where the prices are "
+                              f"measured (--profile-cache, or a platform's shipped profile), "
+                              f"else {DEFAULT_STRATEGY}")
     sub.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                      help="a strategy option (e.g. min_ops=3 for min_size), or else a target option "
                           "(e.g. precision=fp32 for tensorcore); repeatable")
@@ -183,6 +184,10 @@ def _add_model_options(sub: argparse.ArgumentParser, *, optional_model: bool = F
                      help="plan from measurements: a profile cache written by 'partition-lab "
                           "profile' (measured ops; a fitted model with its uncertainty for the "
                           "rest; devices it does not bind use the roofline)")
+    sub.add_argument("--no-shipped-profile", dest="shipped_profile", action="store_false",
+                     help="price with the roofline's assumed figures where the platform ships "
+                          "a profile (tensorcore: the project's H200 measurements), and default "
+                          "to the greedy strategy there")
     sub.add_argument("--frontend", choices=("mxnet", "onnx"), default=None,
                      help="for zoo: models, which frontend converts them (default "
                           f"{'mxnet' if mxnet_installed() else 'onnx: MXNet is not installed'}; "

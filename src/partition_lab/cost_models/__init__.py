@@ -16,10 +16,12 @@ from typing import Any
 
 from ..core.ops import op_class
 from ..core.platform import Platform
+from ..errors import PartitionLabError
 from .base import CostBreakdown, CostModel, CutCost, RegionCost, evaluate, require_platform
 from .crossval import CrossValidation
 from .profile_cache import read_profile_cache, write_profile_cache
 from .profiled import ProfiledCostModel
+from .shipped import SHIPPED, ShippedProfile, shipped_cost_model, shipped_profile
 from .profiles import (
     Figure,
     HardwareProfile,
@@ -41,6 +43,7 @@ __all__ = [
     "OpEstimate", "RegionCost", "RooflineCostModel", "DEFAULT_CPU_PROFILE", "available_profiles",
     "evaluate", "get_cost_model", "load_profile", "op_class", "op_signature", "CrossValidation",
     "ProfiledCostModel", "node_from_signature", "read_profile_cache", "write_profile_cache",
+    "SHIPPED", "ShippedProfile", "pricing_model", "shipped_cost_model", "shipped_profile",
 ]
 
 def get_cost_model(
@@ -78,3 +81,23 @@ def get_cost_model(
     if profile is not None:
         model = ProfiledCostModel(profile, platform, fallback=model)
     return model
+
+
+def pricing_model(platform: Platform, cost_model: CostModel | str | None = None,
+                  profile_cache: Any = None, *, shipped: bool = True) -> CostModel:
+    """The cost model ``analyze`` prices a platform with, from what the user passed.
+
+    ``cost_model`` (a CostModel) as it is; else a profile cache's measurements
+    (``profile_cache``); else, on a built-in platform that ships one and unless ``shipped`` is
+    False or ``cost_model`` names an accelerator hardware profile, the shipped profile
+    (:mod:`~.shipped`); else the roofline (:func:`get_cost_model`).
+    """
+    if cost_model is not None and not isinstance(cost_model, str):
+        if profile_cache is not None:
+            raise PartitionLabError("pass either a cost_model object or profile_cache=, not both")
+        return cost_model
+    if cost_model is None and profile_cache is None and shipped:
+        model = shipped_cost_model(platform)
+        if model is not None:
+            return model
+    return get_cost_model(platform, accel_profile=cost_model, profile=profile_cache)

@@ -50,6 +50,11 @@ from ..errors import ProfileError
 from .cache_records import SCHEMA, ProfileCache, read_json_file, write_profile_cache
 
 
+class ValidatedCache(dict):  # type: ignore[type-arg]
+    """A decoded profile cache that :func:`read_profile_cache` checked already (the shipped
+    profile, read once per process): reading it again returns it as it is."""
+
+
 def read_profile_cache(source: str | Path | Mapping[str, Any] | Any) -> dict[str, Any]:
     """The decoded cache: from a path, a mapping, or an object with ``to_dict()``/``data``.
 
@@ -59,6 +64,8 @@ def read_profile_cache(source: str | Path | Mapping[str, Any] | Any) -> dict[str
         If the file is missing or not JSON, or any field is malformed or out of range (the
         message names the file, the field and the fix).
     """
+    if isinstance(source, ValidatedCache):  # checked when it was read (the shipped profile)
+        return source
     if isinstance(source, (str, Path)):
         data = read_json_file(Path(source), "profile cache")
         where = str(source)
@@ -75,4 +82,5 @@ def read_profile_cache(source: str | Path | Mapping[str, Any] | Any) -> dict[str
     return dict(data)
 
 
-__all__ = ["SCHEMA", "read_json_file", "read_profile_cache", "write_profile_cache"]
+__all__ = ["SCHEMA", "ValidatedCache", "read_json_file", "read_profile_cache",
+           "write_profile_cache"]

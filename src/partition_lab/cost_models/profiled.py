@@ -510,6 +510,14 @@ class ProfiledCostModel:
             entry._sigma = {c: float(np.sqrt(np.mean(np.square(v)))) for c, v in errors.items()}
         return entry._sigma
 
+    def adopt_fitted_sigma(self, key: str, sigmas: Mapping[str, float]) -> None:
+        """Take :meth:`fitted_sigma` of entry ``key`` as computed earlier from the same data
+        (the shipped profile stores them: computing them fits every fold again). Entries
+        this model does not bind are ignored."""
+        entry = self._entries.get(key)
+        if entry is not None:
+            entry._sigma = dict(sigmas)
+
     # ------------------------------------------------------------------ explanation
     def explain(self, node: OpNode, device: str) -> str:
         """How :meth:`op_time` priced the op: measured, fitted or the fallback, with its sigma."""

@@ -19,7 +19,7 @@ import tvm
 
 from ..api import Analysis, PartitionResult
 from ..core.platform import Platform
-from ..cost_models import get_cost_model
+from ..cost_models import ProfiledCostModel, pricing_model
 from ..cost_models.base import CostModel, evaluate
 from ..errors import PartitionLabError
 from ..strategies import default_strategy, get_strategy
@@ -55,6 +55,7 @@ def analyze(
     profile_cache: Any = None,
     name: str = "",
     compiler: str | Mapping[str, str] | None = None,
+    shipped_profile: bool = True,
     **target_options: Any,
 ) -> Analysis:
     """Prepare a Relax ``mod`` for a platform and compute every (op, device) verdict; the
@@ -67,10 +68,7 @@ def analyze(
     mod = prepare(mod, platform.prepare_steps())
     rg = relax_graph(mod, name=name, hints=hints)
     support = support_table(rg.graph, platform, excl_node_names, exclude_ops)
-    if cost_model is None or isinstance(cost_model, str):
-        cost_model = get_cost_model(platform, accel_profile=cost_model, profile=profile_cache)
-    elif profile_cache is not None:
-        raise PartitionLabError("pass either a cost_model object or profile_cache=, not both")
+    cost_model = pricing_model(platform, cost_model, profile_cache, shipped=shipped_profile)
     return Analysis(mod, rg, platform, support, cost_model)
 
 
@@ -87,6 +85,7 @@ def partition(
     strategy_options: Mapping[str, Any] | None = None,
     name: str = "",
     compiler: str | Mapping[str, str] | None = None,
+    shipped_profile: bool = True,
     **target_options: Any,
 ) -> RelaxPartitionResult:
     """Split a Relax ``mod`` over a platform's devices (see :func:`partition_lab.partition`).
@@ -100,11 +99,11 @@ def partition(
     analysis = analyze(mod, target, params=params, excl_node_names=excl_node_names,
                        exclude_ops=exclude_ops, cost_model=cost_model,
                        profile_cache=profile_cache, name=name, compiler=compiler,
-                       **target_options)
+                       shipped_profile=shipped_profile, **target_options)
     timings["analyze_s"] = time.perf_counter() - start
     start = time.perf_counter()
     if strategy is None:
-        strategy = default_strategy(profiled=profile_cache is not None)
+        strategy = default_strategy(profiled=isinstance(analysis.cost_model, ProfiledCostModel))
     chosen = get_strategy(strategy, **dict(strategy_options or {}))
     plan = chosen.run(analysis.graph, analysis.support, cost_model=analysis.cost_model)
     plan.validate()
