@@ -21,7 +21,6 @@ from .base import CostBreakdown, CostModel, CutCost, RegionCost, evaluate, requi
 from .crossval import CrossValidation
 from .profile_cache import read_profile_cache, write_profile_cache
 from .profiled import ProfiledCostModel
-from .shipped import SHIPPED, ShippedProfile, shipped_cost_model, shipped_profile
 from .profiles import (
     Figure,
     HardwareProfile,
@@ -36,6 +35,7 @@ from .roofline import (
     RooflineCostModel,
     platform_roofline,
 )
+from .shipped import SHIPPED, ShippedProfile, shipped_cost_model, shipped_profile
 from .signatures import node_from_signature, op_signature
 
 __all__ = [
