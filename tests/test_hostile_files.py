@@ -470,13 +470,14 @@ def test_evaluate_refuses_a_total_that_overflows(relay_module):
 
 @pytest.mark.parametrize("option", ["--profile-cache", "--profile"])
 def test_a_fifo_as_profile_cache_or_hardware_profile_is_one_line_not_a_hang(tmp_path, option,
-                                                                          capsys) -> None:
+                                                                          monkeypatch, capsys):
     import os
 
-    from partition_lab.cli import main
-
+    monkeypatch.chdir(tmp_path)
+    model = tiny_onnx(tmp_path)
     fifo = tmp_path / ("cache.json" if option == "--profile-cache" else "hw.toml")
     os.mkfifo(fifo)
-    assert main(["partition", "tv:mobilenet_v2:small", option, str(fifo)]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "named pipe (FIFO)" in err[0]
+    line = assert_clean_failure(["partition", model, "-t", PLATFORM, option, fifo,
+                                 "-o", tmp_path / "plan.json"], "named pipe (FIFO)", tmp_path,
+                                capsys)
+    assert fifo.name in line
