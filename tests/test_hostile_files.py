@@ -29,7 +29,13 @@ from partition_lab.cost_models.base import evaluate
 from partition_lab.cost_models.profiles import load_profile
 from partition_lab.errors import CostModelError, ProfileError, TargetSpecError
 from partition_lab.targets import get_platform
-from test_hostile import RELAY_TEXT, assert_clean_failure, tiny_onnx
+from test_hostile import (
+    RELAY_TEXT,
+    assert_clean_failure,
+    bundle_data,  # noqa: F401 (a fixture)
+    tampered,
+    tiny_onnx,
+)
 
 PLATFORM = "neuron@2020"
 
@@ -341,6 +347,84 @@ def test_the_base_platform_file_plans(tmp_path, monkeypatch, capsys):
     assert platform.links[0].memories == frozenset({"npu", "host"})
 
 
+# ---------------------------------------------------------------------------- bundles
+def _bundle_node(data: dict, index: int = 0) -> dict:
+    return data["graph"]["nodes"][index]
+
+
+def _bundle_device(data: dict, index: int) -> dict:
+    return data["platform"]["devices"][index]
+
+
+# (edit of the decoded bundle, what the one error line must name). Before these were checked, a
+# NaN, infinite or negative FLOP count or shape was profiled and written into the profile cache,
+# which every later read then refused; "false" was read as true and a host named gpu renamed.
+BUNDLE_CASES: dict[str, tuple[Callable[[dict], None], str]] = {
+    **{f"flops-{label}": (lambda d, v=value: _bundle_node(d).update(flops=v),
+                          "graph.nodes[0].flops must be a number in [0, 1e+18]")
+       for label, value in (("nan", math.nan), ("inf", math.inf), ("negative", -1e12),
+                            ("huge", 1e300), ("string", "1"))},
+    "output-shape-negative": (lambda d: _bundle_node(d, 1)["outputs"][0].update(
+        shape=[1, -8, 8, 8]), "graph.nodes[1].outputs[0].shape"),
+    "output-shape-float": (lambda d: _bundle_node(d, 1)["outputs"][0].update(
+        shape=[1, 8.5, 8, 8]), "graph.nodes[1].outputs[0].shape"),
+    "weight-shape-huge": (lambda d: _bundle_node(d)["weights"][0].update(
+        shape=[10**6, 10**6, 10**6]), "at most 2**32 elements"),
+    "input-shape-negative": (lambda d: d["graph"]["inputs"]["data"].update(shape=[1, -3, 8, 8]),
+                             "graph.inputs['data'].shape"),
+    "preference-nan": (lambda d: _bundle_device(d, 0).update(preference=math.nan),
+                       "platform.devices[0].preference must be an integer"),
+    "preference-bool": (lambda d: _bundle_device(d, 0).update(preference=True),
+                        "platform.devices[0].preference must be an integer"),
+    "matrix-engine-string": (lambda d: _bundle_device(d, 0).update(matrix_engine="false"),
+                             "platform.devices[0].matrix_engine must be true or false"),
+    "precision-float7": (lambda d: _bundle_device(d, 0).update(precision="float7"),
+                         "platform.devices[0].precision"),
+    "device-named-CPU": (lambda d: _bundle_device(d, 0).update(name="CPU"),
+                         "platform.devices[0].name"),
+    "compiler-with-quotes": (lambda d: _bundle_device(d, 0).update(compiler='np"u'),
+                             "platform.devices[0].compiler"),
+    "host-named-gpu": (lambda d: _bundle_device(d, 1).update(name="gpu"),
+                       "platform.devices[1].name must be 'cpu'"),
+    "link-memories-a-string": (lambda d: d["platform"].update(
+        links=[{"memories": "accel", "profile": None}]), "platform.links[0].memories"),
+    "link-memories-unknown": (lambda d: d["platform"].update(
+        links=[{"memories": ["accel", "dsp"], "profile": None}]), "platform.links[0].memories"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BUNDLE_CASES))
+def test_a_poisoned_bundle_is_one_line(name, bundle_data, tmp_path, monkeypatch,  # noqa: F811
+                                       capsys):
+    """``profile`` of the bundle: exit 2, one line naming the bundle, the field and the fix,
+    and no profile cache (nor its lock) written."""
+    monkeypatch.chdir(tmp_path)
+    edit, needle = BUNDLE_CASES[name]
+    argv = tampered(edit)(tmp_path, bundle_data) + ["--device", "cpu"]
+    line = assert_clean_failure(argv, needle, tmp_path, capsys)
+    assert f"bundle {tmp_path / 'net.json.gz'}: " in line
+    assert "write it again with bench/gpu/export_bundles.py" in line
+
+
+@pytest.mark.parametrize("name", sorted(BUNDLE_CASES))
+def test_the_api_refuses_a_poisoned_bundle(name, bundle_data, tmp_path):  # noqa: F811
+    from partition_lab.errors import PartitionLabError
+    from partition_lab.executors.graph_io import read_bundle
+
+    tampered(BUNDLE_CASES[name][0])(tmp_path, bundle_data)
+    with pytest.raises(PartitionLabError, match=re.escape(BUNDLE_CASES[name][1])):
+        read_bundle(tmp_path / "net.json.gz")
+
+
+def test_the_untampered_bundle_still_reads(bundle_data, tmp_path):  # noqa: F811
+    from partition_lab.executors.graph_io import read_bundle
+
+    tampered(lambda data: None)(tmp_path, bundle_data)
+    bundle = read_bundle(tmp_path / "net.json.gz")
+    assert bundle.graph.nodes[0].flops == bundle_data["graph"]["nodes"][0]["flops"] > 0
+    assert bundle.platform.device("neuron").matrix_engine is True
+
+
 # ---------------------------------------------------------------------------- last line of defence
 class Poisoned:
     """A custom cost model whose ``what`` price is ``value`` (everything else is sane)."""
@@ -386,13 +470,14 @@ def test_evaluate_refuses_a_total_that_overflows(relay_module):
 
 @pytest.mark.parametrize("option", ["--profile-cache", "--profile"])
 def test_a_fifo_as_profile_cache_or_hardware_profile_is_one_line_not_a_hang(tmp_path, option,
-                                                                          capsys) -> None:
+                                                                          monkeypatch, capsys):
     import os
 
-    from partition_lab.cli import main
-
+    monkeypatch.chdir(tmp_path)
+    model = tiny_onnx(tmp_path)
     fifo = tmp_path / ("cache.json" if option == "--profile-cache" else "hw.toml")
     os.mkfifo(fifo)
-    assert main(["partition", "tv:mobilenet_v2:small", option, str(fifo)]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "named pipe (FIFO)" in err[0]
+    line = assert_clean_failure(["partition", model, "-t", PLATFORM, option, fifo,
+                                 "-o", tmp_path / "plan.json"], "named pipe (FIFO)", tmp_path,
+                                capsys)
+    assert fifo.name in line

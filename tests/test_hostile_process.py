@@ -188,7 +188,14 @@ def test_sigint_during_the_renames_reports_what_was_replaced(tmp_path, monkeypat
                                                           "plan.relay"]
 
 
-def test_sigint_before_the_renames_keeps_the_old_files(tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize("sig, code, line", [
+    (signal.SIGINT, 130, "partition-lab: interrupted"),
+    (signal.SIGTERM, 143, "partition-lab: terminated"),
+], ids=["sigint", "sigterm"])
+def test_a_signal_before_the_renames_keeps_the_old_files(tmp_path, monkeypatch, capsys, sig,
+                                                         code, line):
+    """Both outputs staged, none renamed: the old files stay and no staging file is left
+    (SIGTERM as Ctrl-C; it used to leave ``.plan.json.*.tmp`` behind)."""
     from partition_lab import _io
 
     real = _io._write_all
@@ -198,13 +205,13 @@ def test_sigint_before_the_renames_keeps_the_old_files(tmp_path, monkeypatch, ca
         real(handle, data)
         calls.append(1)
         if len(calls) == 2:  # both outputs staged, none renamed yet
-            os.kill(os.getpid(), signal.SIGINT)
+            os.kill(os.getpid(), sig)
 
     monkeypatch.setattr(_io, "_write_all", interrupted_write)
     model = _old_outputs(tmp_path)
     before = snapshot(tmp_path)
-    code = main(["partition", str(model), "-o", str(tmp_path / "plan.json")])
-    assert (code, capsys.readouterr().err) == (130, "partition-lab: interrupted\n")
+    status = main(["partition", str(model), "-o", str(tmp_path / "plan.json")])
+    assert (status, capsys.readouterr().err) == (code, f"{line}\n")
     assert snapshot(tmp_path) == before
 
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,7 +43,16 @@ from .._io import GZIP_ERRORS, check_regular_file, read_gzip_limited
 from ..core.graph import OpGraph, OpNode, TensorType
 from ..core.plan import PartitionPlan
 from ..core.plan_validation import check_verdicts
-from ..core.platform import AS_PREPARED, Device, Link, Platform, device_patterns, host_device
+from ..core.platform import (
+    AS_PREPARED,
+    COMPILER_NAME,
+    PRECISIONS,
+    Device,
+    Link,
+    Platform,
+    device_patterns,
+    host_device,
+)
 from ..core.support import AcceptsAll
 from ..errors import PartitionLabError, PlanError
 from ..targets import get_platform
@@ -199,10 +209,36 @@ def graph_to_dict(graph: OpGraph) -> dict[str, Any]:
     }
 
 
+class BundleFieldError(ValueError):
+    """A field of a bundle holds what no bundle writer writes (``where`` names it)."""
+
+    def __init__(self, where: str, expected: str, value: Any) -> None:
+        super().__init__(f"{where} must be {expected}, got {_short(value)}")
+
+
+#: The most elements a tensor of a bundle's graph may have (the frontends' input limit).
+MAX_TENSOR_ELEMENTS = 2**32
+#: The most FLOPs one op of a bundle's graph may count (the profile cache's limit for amounts).
+MAX_OP_FLOPS = 1e18
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def graph_from_dict(data: Mapping[str, Any]) -> OpGraph:
-    """The OpGraph described by :func:`graph_to_dict`'s output."""
-    nodes = [_node_from_dict(raw) for raw in data["nodes"]]
-    inputs = {name: (_type_from_dict(raw), raw["consumers"])
+    """The OpGraph described by :func:`graph_to_dict`'s output.
+
+    Raises
+    ------
+    BundleFieldError
+        A shape that is not a list of non-negative ints (or has more than
+        :data:`MAX_TENSOR_ELEMENTS` elements), or a FLOP count that is not a finite number in
+        [0, :data:`MAX_OP_FLOPS`]: such numbers would price an op as NaN, infinite or negative.
+    """
+    nodes = [_node_from_dict(raw, f"graph.nodes[{i}]") for i, raw in enumerate(data["nodes"])]
+    inputs = {name: (_type_from_dict(raw, f"graph.inputs[{name!r}]"), raw["consumers"])
               for name, raw in data["inputs"].items()}
     edges = [tuple(edge) for edge in data["edges"]]
     return OpGraph(nodes, edges, inputs, [tuple(out) for out in data["outputs"]], data["name"])
@@ -219,14 +255,18 @@ def _node_to_dict(node: OpNode) -> dict[str, Any]:
     }
 
 
-def _node_from_dict(raw: Mapping[str, Any]) -> OpNode:
+def _node_from_dict(raw: Mapping[str, Any], where: str = "node") -> OpNode:
     def types(key: str) -> tuple[TensorType, ...]:
-        return tuple(_type_from_dict(t) for t in raw[key])
+        return tuple(_type_from_dict(t, f"{where}.{key}[{i}]") for i, t in enumerate(raw[key]))
 
+    flops = raw["flops"]
+    if isinstance(flops, bool) or not isinstance(flops, int | float) \
+            or not 0 <= flops <= MAX_OP_FLOPS:  # NaN fails the comparison too
+        raise BundleFieldError(f"{where}.flops", f"a number in [0, {MAX_OP_FLOPS:g}]", flops)
     return OpNode(
         id=raw["id"], op=raw["op"], name=raw["name"], source_name=raw["source_name"],
         inputs=types("inputs"), outputs=types("outputs"), weights=types("weights"),
-        attrs=_tuples(raw["attrs"]), flops=float(raw["flops"]), args=types("args"),
+        attrs=_tuples(raw["attrs"]), flops=float(flops), args=types("args"),
     )
 
 
@@ -234,8 +274,16 @@ def _type_to_dict(spec: TensorType) -> dict[str, Any]:
     return {"shape": list(spec.shape), "dtype": spec.dtype}
 
 
-def _type_from_dict(raw: Mapping[str, Any]) -> TensorType:
-    return TensorType(tuple(int(d) for d in raw["shape"]), str(raw["dtype"]))
+def _type_from_dict(raw: Mapping[str, Any], where: str = "tensor") -> TensorType:
+    shape = raw["shape"]
+    if not isinstance(shape, list) or not all(
+            isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
+        raise BundleFieldError(f"{where}.shape", "a list of non-negative integers", shape)
+    if math.prod(shape) > MAX_TENSOR_ELEMENTS:
+        raise BundleFieldError(f"{where}.shape", "a shape of at most 2**32 elements", shape)
+    if not isinstance(raw["dtype"], str):
+        raise BundleFieldError(f"{where}.dtype", "a dtype name", raw["dtype"])
+    return TensorType(tuple(shape), raw["dtype"])
 
 
 def _jsonable(value: Any) -> Any:
@@ -284,25 +332,58 @@ def platform_from_dict(data: Mapping[str, Any]) -> Platform:
     [('tensorcore', 'gpu', 'as-prepared'), ('cuda', 'gpu', 'as-prepared'), ('cpu', 'host', 'float32')]
     """
     devices = []
-    for entry in data["devices"]:
-        precision = str(entry.get("precision", AS_PREPARED))
+    for index, entry in enumerate(data["devices"]):
+        where = f"platform.devices[{index}]"
+        precision = entry.get("precision", AS_PREPARED)
+        if precision not in PRECISIONS:
+            raise BundleFieldError(f"{where}.precision", f"one of {list(PRECISIONS)}", precision)
+        preference = entry["preference"]
+        if isinstance(preference, bool) or not isinstance(preference, int) \
+                or abs(preference) > 2**31:
+            raise BundleFieldError(f"{where}.preference", "an integer", preference)
+        matrix_engine = entry.get("matrix_engine", True)
+        if not isinstance(matrix_engine, bool):
+            raise BundleFieldError(f"{where}.matrix_engine", "true or false", matrix_engine)
+        if entry["role"] not in ("byoc", "main", "host"):
+            raise BundleFieldError(f"{where}.role", "byoc, main or host", entry["role"])
+        name, memory = entry["name"], entry["memory"]
+        if not isinstance(memory, str) or not memory:
+            raise BundleFieldError(f"{where}.memory", "a memory space name", memory)
         if entry["role"] == "host":
             host = host_device(precision)
-            devices.append(Device(host.name, host.target, role="host", memory=entry["memory"],
-                                  precision=precision, preference=int(entry["preference"]),
+            if name != host.name:  # was renamed to the host's name without a word
+                raise BundleFieldError(f"{where}.name", f"{host.name!r} (the host)", name)
+            devices.append(Device(host.name, host.target, role="host", memory=memory,
+                                  precision=precision, preference=preference,
                                   colour=entry.get("colour") or host.colour,
                                   description=entry.get("description", host.description)))
             continue
-        name = str(entry["name"])
+        if not isinstance(name, str) or not name or name.lower() != name.strip().lower() \
+                or name.lower() in ("cpu", "host", "llvm"):
+            raise BundleFieldError(f"{where}.name", "a device name other than cpu, host and "
+                                   "llvm", name)
+        compiler = entry.get("compiler")
+        if compiler is not None and not (isinstance(compiler, str)
+                                         and COMPILER_NAME.match(compiler)):
+            raise BundleFieldError(f"{where}.compiler", "a name of letters, digits and _",
+                                   compiler)
         devices.append(Device(
             name, AcceptsAll(name, patterns=frozenset(entry.get("patterns", ()))),
             role=entry["role"],
-            memory=str(entry["memory"]), compiler=entry.get("compiler"), precision=precision,
-            preference=int(entry["preference"]), colour=entry.get("colour", ""),
-            profile=entry.get("profile"), matrix_engine=bool(entry.get("matrix_engine", True)),
+            memory=memory, compiler=compiler, precision=precision,
+            preference=preference, colour=entry.get("colour", ""),
+            profile=entry.get("profile"), matrix_engine=matrix_engine,
             description=entry.get("description", "")))
-    links = tuple(Link(frozenset(lk["memories"]), lk.get("profile"))
-                  for lk in data.get("links", []))
+    memories = {d.memory for d in devices}
+    links = []
+    for index, lk in enumerate(data.get("links", [])):
+        pair = lk["memories"]
+        if not isinstance(pair, list) or len(pair) != 2 or len(set(map(str, pair))) != 2 \
+                or not set(pair) <= memories:
+            raise BundleFieldError(f"platform.links[{index}].memories",
+                                   f"two of the devices' memories {sorted(memories)}", pair)
+        links.append(Link(frozenset(pair), lk.get("profile")))
+    links = tuple(links)
     return Platform(str(data["name"]), tuple(devices), links,
                     description=str(data.get("description", "")))
 
@@ -348,6 +429,9 @@ def read_bundle(path: str | Path) -> Bundle:
         return _bundle_from_dict(data, path)
     except PlanError as err:
         raise PlanError(f"bundle {path}: {err}") from None
+    except BundleFieldError as err:
+        raise PartitionLabError(f"bundle {path}: {err}; write it again with "
+                                "bench/gpu/export_bundles.py") from None
     except (KeyError, TypeError, ValueError, IndexError, AttributeError) as err:
         # Hand-edited or cut JSON: say where, in one line, instead of a bare KeyError.
         what = f"key {err}" if isinstance(err, KeyError) else str(err).splitlines()[0]
