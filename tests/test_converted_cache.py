@@ -239,3 +239,127 @@ def test_what_the_conversion_warned_is_said_again_from_the_cache(tmp_path: Path,
         with pytest.warns(UserWarning, match="opset 99"):
             load_model(path, cache=True, check_onnx=False)
     assert len(conversions) == 1
+
+
+# ------------------------------------------------------------------ the prepared-module cache
+def conv_bn_onnx(path: Path, variance: float = 9.8e7) -> Path:
+    """Conv (``my_conv``) -> BatchNormalization (``my_bn``, one moving variance past float16's
+    range: a numeric hazard on tensorcore) -> Relu."""
+    rng = np.random.default_rng(0)
+    var = np.ones(4, "float32")
+    var[1] = variance
+    inits = [numpy_helper.from_array(rng.standard_normal((4, 3, 3, 3)).astype("float32"),
+                                     "conv_w")]
+    inits += [numpy_helper.from_array(v, n) for n, v in (
+        ("bn_scale", np.ones(4, "float32")), ("bn_bias", np.zeros(4, "float32")),
+        ("bn_mean", np.zeros(4, "float32")), ("bn_var", var))]
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["data", "conv_w"], ["c"], name="my_conv", pads=[1] * 4),
+         helper.make_node("BatchNormalization", ["c", "bn_scale", "bn_bias", "bn_mean",
+                                                 "bn_var"], ["b"], name="my_bn"),
+         helper.make_node("Relu", ["b"], ["out"], name="my_relu")],
+        "conv_bn_relu",
+        [helper.make_tensor_value_info("data", TensorProto.FLOAT, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)], inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+    return path
+
+
+@pytest.fixture
+def preparations(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, ...]]:
+    """The preparations run (not taken from the cache): their steps, in order."""
+    from partition_lab import api
+
+    run: list[tuple[str, ...]] = []
+    real = api.prepare
+
+    def counting(mod: tvm.IRModule, steps, *args: object) -> tvm.IRModule:
+        run.append(tuple(steps))
+        return real(mod, steps, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(api, "prepare", counting)
+    return run
+
+
+def partition_file(path: Path, target: str = "tensorcore",
+                   **options: object) -> partition_lab.PartitionResult:
+    mod, params = load_model(path, cache=True)
+    return partition_lab.partition(mod, target, params=params, **options)
+
+
+def prepared_entries(root: Path) -> list[Path]:
+    return sorted((root / "prepared").glob("*/*.tvm"))
+
+
+def test_a_second_partition_takes_the_prepared_module_from_the_cache(
+        tmp_path: Path, cache_root: Path, preparations: list[tuple[str, ...]]) -> None:
+    path = conv_bn_onnx(tmp_path / "m.onnx")
+    first = partition_file(path)
+    second = partition_file(path)
+    assert len(preparations) == 1  # prepared once
+    [entry] = prepared_entries(cache_root)
+    assert [p.name for p in entry.parent.iterdir()] == [entry.name]  # no staging file left
+    assert tvm.ir.structural_equal(first.prepared_mod, second.prepared_mod, map_free_vars=True)
+    assert second.to_json() == first.to_json()  # the same plan, names and hazards included
+    [hazard] = second.plan.hazards
+    assert (hazard.name, hazard.op, hazard.dtype) == ("my_bn", "nn.batch_norm", "float16")
+    # The constants are one copy each, as prepared: float16 weights, no float32 twin.
+    constants = _constants(second.prepared_mod)
+    assert sum(c.nbytes for c in constants) == \
+        sum(c.nbytes for c in _constants(first.prepared_mod))
+    assert {str(c.dtype) for c in constants if c.size > 4} == {"float16"}
+
+
+def _constants(mod: tvm.IRModule) -> list[np.ndarray]:
+    found: dict[int, np.ndarray] = {}
+
+    def visit(expr: object) -> None:
+        if isinstance(expr, tvm.relay.Constant):
+            found[expr.handle.value] = expr.data.numpy()
+
+    tvm.relay.analysis.post_order_visit(mod["main"], visit)
+    return list(found.values())
+
+
+def test_platform_and_options_are_part_of_the_prepared_key(
+        tmp_path: Path, cache_root: Path, preparations: list[tuple[str, ...]]) -> None:
+    path = conv_bn_onnx(tmp_path / "m.onnx")
+    for _ in range(2):
+        for target, options in (("tensorcore", {}), ("neuron", {}),
+                                ("tensorcore", {"keep_fp32_on_overflow": True})):
+            result = partition_file(path, target, **options)
+            assert [h.kept_fp32 for h in result.plan.hazards] == \
+                ([True] if options else [False] if target == "tensorcore" else [])
+    assert len(preparations) == 3 and len(prepared_entries(cache_root)) == 3
+
+
+def test_a_rewritten_module_or_other_weights_are_prepared_again(
+        tmp_path: Path, cache_root: Path, preparations: list[tuple[str, ...]]) -> None:
+    path = conv_bn_onnx(tmp_path / "m.onnx")
+    mod, params = load_model(path, cache=True)
+    partition_lab.partition(mod, "tensorcore", params=params)
+    rewritten = tvm.relay.transform.SimplifyExpr()(mod)  # a pass: a new main
+    partition_lab.partition(rewritten, "tensorcore", params=params)
+    other = {**params, "conv_w": tvm.nd.array(params["conv_w"].numpy() * 2)}
+    result = partition_lab.partition(mod, "tensorcore", params=other)
+    assert len(preparations) == 3 and len(prepared_entries(cache_root)) == 1
+    want = np.sort(other["conv_w"].numpy().astype("float16"), axis=None)
+    assert any(c.size == want.size and np.array_equal(np.sort(c, axis=None), want)
+               for c in _constants(result.prepared_mod))  # the other weights, in NHWC
+    partition_lab.partition(mod, "tensorcore")  # the weights left unbound: no entry either
+    assert len(preparations) == 4
+
+
+@pytest.mark.parametrize("damage", [_truncate, _garble_weights, _garble_header, _empty])
+def test_a_damaged_prepared_entry_is_rebuilt_not_trusted(
+        damage, tmp_path: Path, cache_root: Path,
+        preparations: list[tuple[str, ...]]) -> None:
+    path = conv_bn_onnx(tmp_path / "m.onnx")
+    want = partition_file(path)
+    [entry] = prepared_entries(cache_root)
+    damage(entry)
+    got = partition_file(path)
+    assert len(preparations) == 2  # prepared again, not read from the damaged entry
+    assert got.to_json() == want.to_json()
+    partition_file(path)
+    assert len(preparations) == 2  # the rebuilt entry is intact and used

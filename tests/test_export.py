@@ -17,7 +17,9 @@ from partition_lab.errors import ModelFormatError, PartitionLabError
 from partition_lab.relay.export import (
     compiler_names,
     export_partitioned,
+    inline_regions,
     read_partitioned,
+    relay_text,
 )
 from partition_lab.relay.runtime import BUILD_CONFIG, build_for_cpu
 
@@ -150,3 +152,41 @@ def test_read_partitioned_rejects_other_files(tmp_path) -> None:
         read_partitioned(bad)
     with pytest.raises(PartitionLabError, match="must end in .relay"):
         export_partitioned(tvm.IRModule(), tmp_path / "x.json")
+
+
+def _constant_bytes(mod: tvm.IRModule) -> int:
+    """The bytes of ``mod``'s constants, each object once (a shared constant is one weight)."""
+    found: dict[int, int] = {}
+
+    def visit(expr: relay.Expr) -> None:
+        if isinstance(expr, relay.Constant):
+            found[expr.handle.value] = expr.data.numpy().nbytes
+
+    for func in mod.functions.values():
+        if isinstance(func, relay.Function):
+            relay.analysis.post_order_visit(func, visit)
+    return sum(found.values())
+
+
+@pytest.mark.parametrize("target", ["neuron", "tensorcore"])
+def test_the_export_holds_each_weight_once(target: str, tmp_path: Path) -> None:
+    """Issue 24: the export's weights are the prepared module's, once each, and no more than
+    the model's (float16 on tensorcore: half); the file is their base64 (Relay text's metadata
+    section) and the program text, nothing besides."""
+    data = relay.var("data", shape=(1, 16, 16, 16))
+    w1, w2 = relay.var("w1", shape=(32, 16, 3, 3)), relay.var("w2", shape=(32, 32, 3, 3))
+    x = relay.nn.relu(relay.nn.conv2d(data, w1, padding=(1, 1), channels=32, kernel_size=3))
+    x = relay.image.resize2d(x, (32, 32), method="linear")  # a host op between two regions
+    x = relay.nn.conv2d(x, w2, padding=(1, 1), channels=32, kernel_size=3)
+    rng = np.random.default_rng(0)
+    params = {name: rng.standard_normal(v.type_annotation.concrete_shape).astype("float32")
+              for name, v in (("w1", w1), ("w2", w2))}
+    model_bytes = sum(array.nbytes for array in params.values())
+    mod = tvm.IRModule.from_expr(relay.Function([data, w1, w2], x))
+    result = partition_lab.partition(mod, target, params=params)
+    path = export_partitioned(result.mod, tmp_path / "m.relay")
+    weights = _constant_bytes(read_partitioned(path))
+    assert weights == _constant_bytes(result.mod) == _constant_bytes(result.prepared_mod)
+    assert weights <= (model_bytes // 2 if target == "tensorcore" else model_bytes)
+    program = len(relay_text(inline_regions(result.mod)).encode())  # without the metadata
+    assert path.stat().st_size <= weights * 4 / 3 + program + 8192

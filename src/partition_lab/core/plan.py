@@ -209,6 +209,10 @@ class PartitionPlan:
             counts[d.device] = counts.get(d.device, 0) + 1
         return counts
 
+    def regions_per_device(self) -> dict[str, int]:
+        """Region count per device that has regions, in plan order (the legends' counts)."""
+        return dict(Counter(r.device for r in self.regions))
+
     def crossing_tensors(self) -> list[tuple[Any, str, str]]:
         """Tensors that leave their domain as ``(tensor, from_device, to_device)``.
 

@@ -225,9 +225,7 @@ def _legend_rows(view: _PlanView) -> list[str]:
     """One row per device the plan uses (and always the host: inputs and outputs live there),
     in preference order: its colour, its role and its op count; then the cut edges."""
     counts = view.plan.ops_per_device()
-    regions: dict[str, int] = {}
-    for region in view.plan.regions:
-        regions[region.device] = regions.get(region.device, 0) + 1
+    regions = view.plan.regions_per_device()
     rows = []
     for device in view.platform.devices:
         ops = counts.get(device.name, 0)

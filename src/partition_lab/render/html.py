@@ -160,9 +160,7 @@ class _Pool:
 def _devices(view: _PlanView) -> list[dict[str, Any]]:
     """The legend: each device in preference order with its colours, role and counts."""
     counts = view.plan.ops_per_device()
-    regions: dict[str, int] = {}
-    for region in view.plan.regions:
-        regions[region.device] = regions.get(region.device, 0) + 1
+    regions = view.plan.regions_per_device()
     out = []
     for device in view.platform.devices:
         line, fill = view.colour(device.name)

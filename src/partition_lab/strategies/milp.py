@@ -61,8 +61,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.optimize import Bounds, LinearConstraint, milp
-from scipy.sparse import csr_matrix
 
 Tensor = tuple[int, tuple[int, ...], bool]
 """``(producer, consumers, is_output)``; ``producer`` is a node id or -1 for a graph input."""
@@ -344,6 +342,10 @@ class _Highs:
 
 def _run_highs(model: _Model, integral: bool, time_limit: float, gap: float) -> _Highs:
     """Solve the model (or its LP relaxation) with costs rescaled to order one."""
+    # Imported here: every command would pay scipy's import (0.1-0.3 s), few solve.
+    from scipy.optimize import Bounds, LinearConstraint, milp
+    from scipy.sparse import csr_matrix
+
     if not model.cost:
         return _Highs(0, "nothing to decide", np.zeros(0), 0.0, 0.0)
     if time_limit <= 0.0:

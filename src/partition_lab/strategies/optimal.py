@@ -26,8 +26,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import breadth_first_order, maximum_flow
 
 from ..core.graph import OpGraph
 from ..core.plan import PartitionPlan
@@ -279,6 +277,9 @@ def _fan_edge(edges: list[tuple[int, int, float]], count: int, producer: int,
 
 def _max_flow(edges: list[tuple[int, int, float]], count: int) -> tuple[tuple[float, float], set[int]]:
     """((min-cut value in s, rounding slack in s), nodes on the sink side) via scipy's Dinic."""
+    from scipy.sparse import csr_matrix  # here: see strategies/milp.py's _run_highs
+    from scipy.sparse.csgraph import breadth_first_order, maximum_flow
+
     finite = [cap for _, _, cap in edges if math.isfinite(cap)]
     unit = max(sum(finite) / 1e9, 1e-15)
     never = 2 ** 31 - 1  # scipy's max flow takes int32 capacities; finite ones sum to <= 1e9

@@ -17,7 +17,20 @@ JSON (``tvm.ir.save_json``: spans, attributes and constants round-trip exactly, 
 text, whose parser rejects some printed attributes) and the weights' raw bytes (their names,
 dtypes and shapes in the header; ``relay.load_param_dict`` was 10x slower to read back).
 It is written atomically (``_io.write_atomic``); an entry that does not read back whole and
-matching its checksum is removed and the model converted again: it is never trusted. MXNet symbol files and in-memory sources are not cached.
+matching its checksum is removed and the model converted again: it is never trusted. MXNet
+symbol files and in-memory sources are not cached.
+
+The prepared module (:func:`cached_prepare`) is kept too, under ``prepared/``: on
+``tensorcore`` preparation (ConvertLayout, ToMixedPrecision, weight folding) took as long as
+the conversion. Its key is the converted entry's key, the platform's preparation steps, the
+``keep_fp32_on_overflow`` option and the versions; it is used only for a module and weights
+this process took from (or put in) the converted cache, recognised by identity: the very
+``main`` function and weight arrays :func:`cached_load` returned. A module rewritten since
+(any pass makes a new ``main``) or other weights are prepared again and not stored. Weights
+changed in place (``NDArray.copyfrom``) are not noticed: pass ``cache=False`` to
+``load_model`` for that. An entry holds the prepared ``main`` with its constants lifted out
+as raw bytes (TVM's JSON would base64 them: 5 s to read back SimplePose's), and the numeric
+hazards found while preparing. It is written and checked like a converted entry.
 """
 
 from __future__ import annotations
@@ -29,7 +42,10 @@ import json
 import os
 import struct
 import warnings
-from collections.abc import Callable, Iterator, Mapping
+import weakref
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -41,10 +57,15 @@ from tvm import relay
 from ... import _version
 from ..._io import cache_root, special_file_kind, write_atomic
 from ..._stages import stage
+from ...core.hazards import NumericHazard
 
 CACHE_FORMAT = 2  # 2: the conversion's warnings kept and said again
 """Bump when what an entry holds, or how a conversion turns out, changes."""
+PREPARED_FORMAT = 1
+"""Bump when a prepared entry's content, or how preparation turns out, changes."""
 MAGIC = b"partition_lab converted model\n"
+PREPARED_MAGIC = b"partition_lab prepared model\n"
+_LIFTED = "__partition_lab_constant_"  # the names of a prepared entry's lifted constants
 _LENGTH = struct.Struct("<Q")  # the header's length, before it
 _CHUNK = 1 << 22
 
@@ -53,9 +74,14 @@ Loaded = tuple[tvm.IRModule, dict[str, tvm.nd.NDArray]]
 _reads: contextvars.ContextVar[list[Path] | None] = contextvars.ContextVar("reads", default=None)
 
 
-def cache_dir() -> Path:
-    """Where entries live: ``$PARTITION_LAB_CACHE/converted`` (not created here)."""
-    return cache_root(Path.home() / ".cache" / "partition_lab") / "converted"
+def cache_dir(kind: str = "converted") -> Path:
+    """Where entries live: ``$PARTITION_LAB_CACHE/converted`` (``prepared`` for the prepared
+    modules; not created here)."""
+    return cache_root(Path.home() / ".cache" / "partition_lab") / kind
+
+
+def _entry_path(kind: str, key: str) -> Path:
+    return cache_dir(kind) / key[:2] / f"{key}.tvm"
 
 
 def note_read(path: Path) -> None:
@@ -74,10 +100,10 @@ def cached_load(path: Path, kind: str, input_shapes: Mapping[str, object] | None
         return convert()
     with stage("load"):
         key = entry_key(path, kind, input_shapes, options)
-        entry = cache_dir() / key[:2] / f"{key}.tvm"
+        entry = _entry_path("converted", key)
         loaded = read_entry(entry, path.parent)
     if loaded is not None:
-        return loaded
+        return _remember(loaded, key)
     with _recording() as reads, warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         result = convert()
@@ -85,7 +111,116 @@ def cached_load(path: Path, kind: str, input_shapes: Mapping[str, object] | None
     _say_again(said)  # recorded to be kept with the entry; the caller still sees them
     with contextlib.suppress(OSError):  # a cache that cannot be written only costs time
         write_entry(entry, result, [p for p in reads], path.parent, said)
-    return result
+    return _remember(result, key)
+
+
+@dataclass(frozen=True)
+class _Origin:
+    """What :func:`cached_load` returned for the converted entry ``key``: its ``main`` (kept:
+    it is small, the weights are apart) and weak references to its weight arrays."""
+
+    key: str
+    main: Any
+    weights: dict[str, weakref.ref[Any]]
+
+
+#: The latest loads through the cache (a few: a comparison loads one model, tests several).
+_origins: deque[_Origin] = deque(maxlen=8)
+
+
+def _remember(loaded: Loaded, key: str) -> Loaded:
+    mod, params = loaded
+    _origins.append(_Origin(key, mod["main"], {n: weakref.ref(a) for n, a in params.items()}))
+    return loaded
+
+
+def origin(mod: tvm.IRModule, params: Mapping[str, Any] | None) -> str | None:
+    """The converted entry's key that ``mod`` and ``params`` are, unchanged, the result of
+    (the very ``main`` function and weight arrays), or None."""
+    weights = dict(params or {})
+    main = mod["main"] if "main" in [g.name_hint for g in mod.get_global_vars()] else None
+    if main is None:
+        return None
+    for found in reversed(_origins):
+        if found.main.same_as(main) and found.weights.keys() == weights.keys() and \
+                all(ref() is weights[name] for name, ref in found.weights.items()):
+            return found.key
+    return None
+
+
+def cached_prepare(mod: tvm.IRModule, params: Mapping[str, Any] | None, steps: Sequence[str],
+                   keep_fp32: bool, hazards: list[NumericHazard],
+                   prepare: Callable[[list[NumericHazard]], tvm.IRModule]) -> tvm.IRModule:
+    """``prepare(found)``'s module (``params`` bound, ``steps`` run), from the cache when
+    ``mod``/``params`` came from the converted cache and a prepared entry of the same key is
+    intact; the numeric hazards found while preparing are appended to ``hazards`` either way."""
+    source = origin(mod, params)
+    if source is None:
+        return prepare(hazards)
+    identity = {"format": PREPARED_FORMAT, "converted": source, "steps": list(steps),
+                "keep_fp32": bool(keep_fp32), "versions": versions()}
+    key = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
+    entry = _entry_path("prepared", key)
+    loaded = _read(entry, _decode_prepared)
+    if loaded is not None:
+        prepared, found = loaded
+        hazards.extend(found)
+        return prepared
+    found: list[NumericHazard] = []
+    prepared = prepare(found)
+    hazards.extend(found)
+    with contextlib.suppress(OSError):
+        write_prepared(entry, prepared, found)
+    return prepared
+
+
+def write_prepared(entry: Path, mod: tvm.IRModule, hazards: Sequence[NumericHazard]) -> None:
+    """Store a prepared module (its constants lifted out as raw bytes) and its hazards at
+    ``entry``, atomically; nothing when the module is not one ``main`` whose parameters are
+    free of the lifted constants' names."""
+    lifted = _lift_constants(mod)
+    if lifted is None:
+        return
+    main, arrays = lifted
+    _write(entry, PREPARED_MAGIC, {"hazards": [h.to_dict() for h in hazards]},
+           tvm.ir.save_json(main).encode("utf-8"), arrays)
+
+
+def _lift_constants(mod: tvm.IRModule) -> tuple[relay.Function, dict[str, np.ndarray]] | None:
+    """``mod``'s ``main`` with each constant (each object once: a shared one stays shared)
+    turned into a parameter, and those constants' values by parameter name."""
+    if len(mod.functions) != 1 or "main" not in [g.name_hint for g in mod.get_global_vars()]:
+        return None
+    func = mod["main"]
+    if any(p.name_hint.startswith(_LIFTED) for p in func.params):
+        return None
+    arrays: dict[str, np.ndarray] = {}
+    lifted: list[relay.Var] = []
+
+    class _Lift(relay.ExprMutator):
+        def visit_constant(self, const: relay.Constant) -> relay.Expr:
+            data = const.data
+            var = relay.var(f"{_LIFTED}{len(lifted)}", shape=data.shape, dtype=data.dtype)
+            arrays[var.name_hint] = np.ascontiguousarray(data.numpy())
+            lifted.append(var)
+            return var
+
+    body = _Lift().visit(func.body)
+    return relay.Function(list(func.params) + lifted, body, func.ret_type, func.type_params,
+                          func.attrs, func.span), arrays
+
+
+def _decode_prepared(data: bytes) -> tuple[tvm.IRModule, list[NumericHazard]]:
+    header, module, weights = _unpack(data, PREPARED_MAGIC, PREPARED_FORMAT)
+    func = tvm.ir.load_json(bytes(module).decode("utf-8"))
+    if not isinstance(func, relay.Function):
+        raise _Stale("not a function")
+    constants = _params(header["params"], weights)
+    if not set(constants) <= {p.name_hint for p in func.params}:
+        raise _Stale("constants do not match the function")
+    bound = relay.build_module.bind_params_by_name(func, constants)
+    mod = relay.transform.InferType()(tvm.IRModule.from_expr(bound))
+    return mod, [NumericHazard.from_dict(h) for h in header["hazards"]]
 
 
 def _say_again(messages: list[str]) -> None:
@@ -160,29 +295,43 @@ def write_entry(entry: Path, loaded: Loaded, reads: list[Path], folder: Path,
                 said: list[str] | None = None) -> None:
     """Store ``loaded`` at ``entry`` (atomically), with the digests of the files it read."""
     mod, params = loaded
-    module = tvm.ir.save_json(mod).encode("utf-8")
     arrays = {name: np.ascontiguousarray(array.numpy()) for name, array in params.items()}
+    _write(entry, MAGIC, {"format": CACHE_FORMAT,
+                          "reads": {os.path.relpath(p, folder): file_digest(p) for p in reads},
+                          "warnings": list(said or [])},
+           tvm.ir.save_json(mod).encode("utf-8"), arrays)
+
+
+def _write(entry: Path, magic: bytes, fields: dict[str, Any], module: bytes,
+           arrays: Mapping[str, np.ndarray]) -> None:
+    """One entry file, atomically: ``magic``, the header (``fields``, the lengths, the weights'
+    names, dtypes and shapes, the payload's SHA-256), the module, the weights' raw bytes."""
     weights = b"".join(array.tobytes() for array in arrays.values())
-    header = {"format": CACHE_FORMAT, "module_bytes": len(module), "params_bytes": len(weights),
+    header = {"format": PREPARED_FORMAT if magic == PREPARED_MAGIC else CACHE_FORMAT,
+              **fields, "module_bytes": len(module), "params_bytes": len(weights),
               "params": [[name, array.dtype.str, list(array.shape)]
                          for name, array in arrays.items()],
-              "sha256": _payload_digest(module, weights),
-              "reads": {os.path.relpath(p, folder): file_digest(p) for p in reads},
-              "warnings": list(said or [])}
+              "sha256": _payload_digest(module, weights)}
     head = json.dumps(header, sort_keys=True).encode("utf-8")
     entry.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(entry, MAGIC + _LENGTH.pack(len(head)) + head + module + weights)
+    write_atomic(entry, magic + _LENGTH.pack(len(head)) + head + module + weights)
 
 
 def read_entry(entry: Path, folder: Path) -> Loaded | None:
     """The module and weights stored at ``entry``, or None when there is none or it is not
     intact (then it is removed, and the caller converts again)."""
+    return _read(entry, lambda data: _decode(data, folder))
+
+
+def _read(entry: Path, decode: Callable[[bytes], Any]) -> Any:
+    """``decode`` of the entry file's bytes; None when there is none, or when it fails (the
+    entry is then removed, and the caller builds it again)."""
     try:
         data = entry.read_bytes()
     except OSError:
         return None
     try:
-        return _decode(data, folder)
+        return decode(data)
     except Exception:  # noqa: BLE001  (any failure to read back means: do not trust it)
         with contextlib.suppress(OSError):
             entry.unlink()
@@ -193,20 +342,27 @@ class _Stale(ValueError):
     """An entry that is cut short, garbled, of another format, or whose read files changed."""
 
 
-def _decode(data: bytes, folder: Path) -> Loaded:
-    if not data.startswith(MAGIC):
+def _unpack(data: bytes, magic: bytes, form: int) -> tuple[dict[str, Any], memoryview,
+                                                         memoryview]:
+    """An entry's header, module and weights, checked whole against the header's checksum."""
+    if not data.startswith(magic):
         raise _Stale("not an entry")
-    start = len(MAGIC) + _LENGTH.size
-    (head_length,) = _LENGTH.unpack_from(data, len(MAGIC))
+    start = len(magic) + _LENGTH.size
+    (head_length,) = _LENGTH.unpack_from(data, len(magic))
     header = json.loads(data[start:start + head_length])
     body = start + head_length
     view = memoryview(data)  # no copies of the weights while they are checked
     module = view[body:body + header["module_bytes"]]
     weights = view[body + header["module_bytes"]:]
-    if header["format"] != CACHE_FORMAT or len(module) != header["module_bytes"] or \
+    if header["format"] != form or len(module) != header["module_bytes"] or \
             len(weights) != header["params_bytes"] or \
             _payload_digest(module, weights) != header["sha256"]:
         raise _Stale("cut short or garbled")
+    return header, module, weights
+
+
+def _decode(data: bytes, folder: Path) -> Loaded:
+    header, module, weights = _unpack(data, MAGIC, CACHE_FORMAT)
     for name, digest in header["reads"].items():
         if not _plain_file_inside(folder, folder / name) or file_digest(folder / name) != digest:
             raise _Stale(f"{name} changed")  # converting again puts it through the loader's checks
