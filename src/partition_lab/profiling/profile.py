@@ -225,7 +225,9 @@ def profile(
     binding = {d: runners[d].device_key() for d in model.platform.names}
     store.bind(bind_as or model.platform.name, binding)
 
-    deadline = start + budget_s if budget_s is not None else None
+    # The budget is for timing: loading and preparing the model came before it (counted in,
+    # a slow load on a busy machine left no time to time a single op).
+    deadline = time.perf_counter() + budget_s if budget_s is not None else None
     dtype = _payload_dtype(model.graph)
     reports = []
     for device_key, devices in groups.items():
