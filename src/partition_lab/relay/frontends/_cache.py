@@ -31,6 +31,13 @@ changed in place (``NDArray.copyfrom``) are not noticed: pass ``cache=False`` to
 ``load_model`` for that. An entry holds the prepared ``main`` with its constants lifted out
 as raw bytes (TVM's JSON would base64 them: 5 s to read back SimplePose's), and the numeric
 hazards found while preparing. It is written and checked like a converted entry.
+
+The command line does not read the converted module when the prepared one is there:
+``cached_load(lazy=True)`` returns a :class:`Deferred` (the converted key, the module read on
+demand) once the converted entry's header reads back, the file is as long as it says and the
+files the conversion read are unchanged (:func:`peek_entry`). :func:`cached_prepare` takes
+the prepared entry by that key, and reads the converted module (its checksum checked, a
+damaged one converted again) only on a miss. ``load_model`` never returns a Deferred.
 """
 
 from __future__ import annotations
