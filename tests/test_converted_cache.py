@@ -363,3 +363,107 @@ def test_a_damaged_prepared_entry_is_rebuilt_not_trusted(
     assert got.to_json() == want.to_json()
     partition_file(path)
     assert len(preparations) == 2  # the rebuilt entry is intact and used
+
+
+# ------------------------------------------- the command line: the converted module left unread
+@pytest.fixture
+def module_reads(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """The converted entries whose module and weights were decoded (read back whole)."""
+    read: list[Path] = []
+    real = _cache._decode
+
+    def counting(data: bytes, folder: Path, *args: object, **kwargs: object) -> object:
+        read.append(folder)
+        return real(data, folder, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_cache, "_decode", counting)
+    return read
+
+
+def partition_cli(path: Path, out: Path, target: str = "tensorcore") -> str:
+    assert main(["partition", str(path), "-t", target, "-o", str(out)]) == 0
+    return out.read_text()
+
+
+def test_a_prepared_hit_on_the_command_line_never_reads_the_converted_module(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, conversions: list[Path],
+        preparations: list[tuple[str, ...]], module_reads: list[Path]) -> None:
+    path = conv_bn_onnx(tmp_path / "m.onnx")
+    first = partition_cli(path, tmp_path / "first.json")
+    assert (len(conversions), len(preparations), module_reads) == (1, 1, [])
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the converted module was read")
+
+    with monkeypatch.context() as patch:  # (a failed read would convert again: counted)
+        patch.setattr(_cache, "_decode", refuse)
+        second = partition_cli(path, tmp_path / "second.json")
+    assert second == first  # the same plan JSON, hazards and names included
+    assert (len(conversions), len(preparations)) == (1, 1)
+
+
+def test_a_prepared_miss_on_the_command_line_reads_the_converted_module(
+        tmp_path: Path, conversions: list[Path], preparations: list[tuple[str, ...]],
+        module_reads: list[Path]) -> None:
+    path = conv_bn_onnx(tmp_path / "m.onnx")
+    partition_cli(path, tmp_path / "tc.json")
+    got = partition_cli(path, tmp_path / "neuron.json", "neuron")  # another target: a miss
+    assert (len(conversions), len(preparations), len(module_reads)) == (1, 2, 1)
+    assert got == partition_cli(path, tmp_path / "again.json", "neuron")
+    assert (len(conversions), len(preparations), len(module_reads)) == (1, 2, 1)
+    mod, params = load_model(path, cache=True)  # the API: the module itself, as before
+    assert isinstance(mod, tvm.IRModule) and set(params) >= {"conv_w"}
+    fresh, fresh_params = load_model(path)  # not through the cache
+    assert partition_lab.partition(mod, "neuron", params=params).to_json() == \
+        partition_lab.partition(fresh, "neuron", params=fresh_params).to_json()
+
+
+@pytest.mark.parametrize("damage", [_garble_weights, _truncate, _garble_header, _empty])
+def test_a_damaged_converted_entry_behind_a_prepared_miss_is_rebuilt(
+        damage, tmp_path: Path, cache_root: Path, conversions: list[Path],
+        preparations: list[tuple[str, ...]]) -> None:
+    path = conv_bn_onnx(tmp_path / "m.onnx")
+    want = partition_cli(path, tmp_path / "want.json", "neuron")
+    for entry in prepared_entries(cache_root):
+        entry.unlink()
+    [entry] = entries(cache_root)
+    damage(entry)
+    assert partition_cli(path, tmp_path / "got.json", "neuron") == want
+    assert len(conversions) == 2  # converted again, not read from the damaged entry
+    assert _cache.read_entry(entry, tmp_path) is not None  # and rebuilt
+    assert partition_cli(path, tmp_path / "again.json", "neuron") == want
+    assert (len(conversions), len(preparations)) == (2, 2)
+
+
+def test_changed_external_data_is_not_hidden_by_a_prepared_entry(
+        tmp_path: Path, conversions: list[Path]) -> None:
+    path = conv_onnx(tmp_path / "m.onnx", seed=0, external=True)
+    partition_cli(path, tmp_path / "a.json")
+    other = conv_onnx(tmp_path / "other.onnx", seed=1, external=True)  # rewrites weights.bin
+    assert other.parent == path.parent
+    partition_cli(path, tmp_path / "b.json")
+    assert len(conversions) == 2  # m converted again: its weights changed
+
+
+def test_the_conversion_warning_is_said_again_on_a_prepared_hit(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], conversions: list[Path]) -> None:
+    model = onnx.load(conv_onnx(tmp_path / "ok.onnx"))
+    model.opset_import[0].version = 99
+    path = tmp_path / "opset99.onnx"
+    onnx.save(model, path)
+    for _ in range(2):
+        with pytest.warns(UserWarning, match="opset 99"):
+            assert main(["partition", str(path), "-t", "tensorcore", "--no-onnx-check"]) == 0
+    assert len(conversions) == 1
+
+
+def test_a_tv_model_on_the_command_line_is_partitioned_without_reading_its_module(
+        tmp_path: Path, module_reads: list[Path], preparations: list[tuple[str, ...]]) -> None:
+    """``partition-lab partition tv:NAME`` twice: the zoo's ONNX file, the second time from
+    the prepared entry alone, the same plan JSON (the zoo's label its name)."""
+    argv = ["partition", "tv:mobilenet_v2:small", "-t", "tensorcore", "-o"]
+    assert main([*argv, str(tmp_path / "first.json")]) == 0
+    assert main([*argv, str(tmp_path / "second.json")]) == 0
+    assert (module_reads, len(preparations)) == ([], 1)
+    first = (tmp_path / "first.json").read_text()
+    assert (tmp_path / "second.json").read_text() == first and "mobilenet_v2" in first

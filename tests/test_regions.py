@@ -437,6 +437,24 @@ def test_exact_rule_alone_is_always_acyclic(seed: int) -> None:
     assert not _has_cycle(graph, root)
 
 
+@pytest.mark.parametrize("seed", range(40))
+def test_has_cycle_agrees_with_networkx_on_random_groupings(seed: int) -> None:
+    """Any grouping of ops into regions (not only the merger's): a cycle exactly when the
+    contracted graph is not a DAG."""
+    import networkx as nx
+
+    rng = random.Random(seed)
+    graph, _ = build(*random_spec(rng, rng.randint(5, 40)))
+    size = rng.choice([2, 3, 5])  # runs of ids (a topological order): acyclic...
+    root = [node // size for node in range(len(graph))]
+    for _ in range(seed % 3):  # ...until a node or two moves to another region
+        root[rng.randrange(len(graph))] = rng.randrange(len(graph) // size + 1)
+    contracted = nx.DiGraph()
+    contracted.add_nodes_from(set(root))
+    contracted.add_edges_from((root[u], root[v]) for u, v in graph.nx.edges if root[u] != root[v])
+    assert _has_cycle(graph, root) == (not nx.is_directed_acyclic_graph(contracted))
+
+
 def test_devices_must_match_the_graph() -> None:
     graph, devices = build([Node("input", (), "acc")], [0])
     with pytest.raises(ValueError, match="1 nodes"):

@@ -35,7 +35,7 @@ from .targets.annotate import support_table
 if tvm_has_relay():  # TVM <= 0.19; apache-tvm >= 0.20 is Relax only: partition_lab.relax
     from tvm import relay
 
-    from .relay.frontends._cache import cached_prepare
+    from .relay.frontends._cache import Deferred, cached_prepare
     from .relay.passes.outline import outline, with_compiler
     from .relay.passes.prepare import prepare
     from .relay.relay_graph import RelayGraph, relay_graph
@@ -162,19 +162,21 @@ def _analyze(mod: tvm.IRModule, target: Any, params: Mapping[str, Any] | None,
              cost_model: CostModel | str | None, profile_cache: Any, name: str,
              compiler: str | Mapping[str, str] | None, shipped_profile: bool,
              target_options: dict[str, Any]) -> Analysis:
-    check_module(mod)
+    if not isinstance(mod, Deferred):  # the command line's cached model, read when needed
+        check_module(mod)
     excl_node_names = name_list(excl_node_names, "excl_node_names", "['conv0']")
     exclude_ops = name_list(exclude_ops, "exclude_ops", "['nn.conv2d']")
     platform = with_compiler(get_platform(target, **target_options), compiler)
-    name = name or _module_name(mod)  # before binding: a new module drops the attributes
+    # Before binding: a new module drops the attributes.
+    name = name or (mod.name if isinstance(mod, Deferred) else _module_name(mod))
     hazards: list[NumericHazard] = []
     steps, keep_fp32 = platform.prepare_steps(), keep_fp32_on_overflow(platform)
     with stage("prepare"):
         # From the prepared-module cache when mod and params came from the converted-model
         # cache (load_model(cache=True), the command line) unchanged.
         mod = cached_prepare(mod, params, steps, keep_fp32, hazards,
-                             lambda found: prepare(bind_params(mod, params), steps, found,
-                                                   keep_fp32))
+                             lambda mod, params, found: prepare(bind_params(mod, params),
+                                                                steps, found, keep_fp32))
         rg = relay_graph(mod, name=name)
     support = support_table(rg.graph, platform, excl_node_names, exclude_ops)
     cost_model = pricing_model(platform, cost_model, profile_cache, shipped=shipped_profile)

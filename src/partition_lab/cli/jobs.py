@@ -175,17 +175,33 @@ def measured_prices(args: argparse.Namespace, platform: Platform, shipped: bool)
     return shipped and not args.profile and shipped_profile(platform) is not None
 
 
-def load(job: Job, frontend: str | None, debug: bool = False) -> tuple[Any, Any]:
+def load(job: Job, frontend: str | None, debug: bool = False,
+         deferred: bool = False) -> tuple[Any, Any]:
     """Load MODEL (a file, zoo:NAME[:small], tv:NAME[:small] or hf:NAME[:small]) as
     ``(IRModule, params)``; ``frontend`` None is the zoo model's own first frontend; the job's
-    input shapes re-export a tv:/hf: model at those shapes."""
+    input shapes re-export a tv:/hf: model at those shapes.
+
+    ``deferred`` (for ``partition``, which takes a prepared module from the cache without
+    reading the converted one): a model the converted-model cache holds comes back as
+    ``(Deferred, None)``, its module read only when needed."""
     with job.progress.step(f"loading {job.model}"):
         if is_zoo_model(job.model):
             from .. import zoo
 
             name, small = zoo_name(job.model)
+            if deferred and job.model_cache and frontend in (None, "onnx") and \
+                    zoo.default_frontend(name) == "onnx":
+                return zoo.load_deferred(name, small=small,
+                                         input_shapes=job.input_shapes or None)
             return zoo.load(name, frontend=frontend, small=small,  # type: ignore[arg-type]
                             input_shapes=job.input_shapes or None, cache=job.model_cache)
+        if deferred and job.model_cache:
+            from ..relay.frontends import load_deferred
+            from ..relay.frontends._cache import Deferred
+
+            found = load_deferred(job.model, job.input_shapes or None,
+                                  check_onnx=job.onnx_check, debug=debug)
+            return (found, None) if isinstance(found, Deferred) else found
         from .. import load_model
 
         return load_model(job.model, input_shapes=job.input_shapes or None,
@@ -244,7 +260,7 @@ def run_partition_job(job: Job, args: argparse.Namespace) -> Any:
     from .._tvm_logs import quiet_tvm_logs
 
     choose = _choose_options(args)
-    mod, params = load(job, args.frontend, getattr(args, "debug", False))
+    mod, params = load(job, args.frontend, getattr(args, "debug", False), deferred=True)
     how = f"timing the best {choose['choose']} plans and greedy's" if choose else job.strategy
     with job.progress.step(f"partitioning for {job.target} ({how})"), \
             quiet_tvm_logs(not getattr(args, "debug", False)):

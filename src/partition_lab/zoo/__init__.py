@@ -340,6 +340,30 @@ def load(name: str, *, frontend: Frontend | None = None, small: bool = False,
     return fresh.with_attr("partition_lab.name", label), dict(params)
 
 
+def load_deferred(name: str, *, small: bool = False,
+                  input_shapes: Mapping[str, Sequence[int]] | None = None) -> tuple[Any, Any]:
+    """:func:`load` of an ONNX-built model with ``cache=True`` for the command line: the
+    converted-model cache's entry as a :class:`~partition_lab.relay.frontends._cache.Deferred`
+    (its module read only when asked) and None for the params, when it has one; otherwise
+    :func:`load`'s ``(mod, params)``."""
+    if default_frontend(name) != "onnx":
+        return load(name, small=small, input_shapes=input_shapes, cache=True)
+    from ..relay.frontends import load_deferred as load_file
+    from ..relay.frontends._cache import Deferred
+
+    shapes = check_input_shapes(name, input_shapes, small=small)
+    found = load_file(onnx_path(name, small=small, input_shapes=dict(shapes) if shapes else None))
+    label = _label(name, small) + (f" ({_shapes_text(shapes)})" if shapes else "")
+
+    def finish(loaded: tuple[Any, dict]) -> tuple[Any, dict]:  # as load() names it
+        mod, params = loaded
+        return mod.with_attr("partition_lab.name", label), dict(params)
+
+    if isinstance(found, Deferred):
+        return found.then(finish, label), None
+    return finish(found)
+
+
 def sample_inputs(name: str, *, small: bool = False, seed: int = 0,
                   input_shapes: Mapping[str, Sequence[int]] | None = None,
                   ) -> dict[str, np.ndarray]:

@@ -129,6 +129,30 @@ def load_model(
                      check_onnx, example_inputs, cache)
 
 
+def load_deferred(source: str | os.PathLike[str], input_shapes: Any = None, *,
+                  check_onnx: bool = True, debug: bool = False) -> Any:
+    """``load_model(source, input_shapes, check_onnx=..., cache=True)``, or, when the
+    converted-model cache has an intact entry for it, a :class:`._cache.Deferred` that reads
+    the module and weights only when asked (``partition`` takes a prepared module from the
+    cache without them). For the command line; ``load_model`` itself always returns modules."""
+    path = existing_file(source)
+    kind = _cached_kind(path)
+    if kind is None:
+        return load_model(source, input_shapes, check_onnx=check_onnx, debug=debug, cache=True)
+    from ._cache import Deferred, cached_load
+
+    def convert() -> tuple[tvm.IRModule, Params]:
+        with captured(repr(path.name), bool(input_shapes)):
+            return _load_file(path, input_shapes, None, None, check_onnx)
+
+    with quiet_tvm_logs(not debug), captured(repr(path.name), bool(input_shapes)):
+        loaded = cached_load(path, kind, input_shapes, {"check_onnx": check_onnx}, convert,
+                             lazy=True)
+    if isinstance(loaded, Deferred):
+        return loaded.then(lambda found: _named(found, _stem(path)), _stem(path))
+    return _named(loaded, _stem(path))
+
+
 def _load(source: Any, input_shapes: Any, params: str | os.PathLike[str] | None,
           input_dtypes: Mapping[str, str] | None, arg_params: Mapping[str, Any] | None,
           aux_params: Mapping[str, Any] | None, check_onnx: bool,

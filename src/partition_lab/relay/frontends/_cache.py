@@ -31,6 +31,13 @@ changed in place (``NDArray.copyfrom``) are not noticed: pass ``cache=False`` to
 ``load_model`` for that. An entry holds the prepared ``main`` with its constants lifted out
 as raw bytes (TVM's JSON would base64 them: 5 s to read back SimplePose's), and the numeric
 hazards found while preparing. It is written and checked like a converted entry.
+
+The command line does not read the converted module when the prepared one is there:
+``cached_load(lazy=True)`` returns a :class:`Deferred` (the converted key, the module read on
+demand) once the converted entry's header reads back, the file is as long as it says and the
+files the conversion read are unchanged (:func:`peek_entry`). :func:`cached_prepare` takes
+the prepared entry by that key, and reads the converted module (its checksum checked, a
+damaged one converted again) only on a miss. ``load_model`` never returns a Deferred.
 """
 
 from __future__ import annotations
@@ -93,25 +100,74 @@ def note_read(path: Path) -> None:
 
 
 def cached_load(path: Path, kind: str, input_shapes: Mapping[str, object] | None,
-                options: Mapping[str, Any], convert: Callable[[], Loaded]) -> Loaded:
+                options: Mapping[str, Any], convert: Callable[[], Loaded],
+                lazy: bool = False) -> Loaded | Deferred:
     """``convert()``'s result for the model file at ``path``, from the cache when an entry of
-    the same key is there and intact; otherwise converted and stored."""
+    the same key is there and intact; otherwise converted and stored.
+
+    ``lazy``: an entry whose header reads back (its files read unchanged) is returned as a
+    :class:`Deferred`, its module and weights not read until asked for (:func:`cached_prepare`
+    takes a prepared hit without them)."""
     if special_file_kind(path) is not None:  # a pipe or device: the loader refuses it in one line
         return convert()
     with stage("load"):
         key = entry_key(path, kind, input_shapes, options)
         entry = _entry_path("converted", key)
+        if lazy:
+            header = peek_entry(entry, path.parent)
+            if header is not None:
+                _say_again([str(m) for m in header.get("warnings", [])])
+                return Deferred(key, lambda: _load_entry(entry, path.parent, key, convert))
         loaded = read_entry(entry, path.parent)
     if loaded is not None:
         return _remember(loaded, key)
+    return _convert_and_store(entry, path.parent, key, convert)
+
+
+def _convert_and_store(entry: Path, folder: Path, key: str,
+                       convert: Callable[[], Loaded]) -> Loaded:
     with _recording() as reads, warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         result = convert()
     said = [str(w.message) for w in caught if issubclass(w.category, UserWarning)]
     _say_again(said)  # recorded to be kept with the entry; the caller still sees them
     with contextlib.suppress(OSError):  # a cache that cannot be written only costs time
-        write_entry(entry, result, [p for p in reads], path.parent, said)
+        write_entry(entry, result, [p for p in reads], folder, said)
     return _remember(result, key)
+
+
+def _load_entry(entry: Path, folder: Path, key: str, convert: Callable[[], Loaded]) -> Loaded:
+    """A :class:`Deferred`'s module and weights: the entry read whole and checked (its
+    warnings were said when it was found), or, when it does not read back, converted again."""
+    with stage("load"):
+        loaded = _read(entry, lambda data: _decode(data, folder, say=False))
+    if loaded is not None:
+        return _remember(loaded, key)
+    return _convert_and_store(entry, folder, key, convert)
+
+
+class Deferred:
+    """A converted entry found in the cache (``lazy``), its module and weights not read yet:
+    ``key`` names it for :func:`cached_prepare`, :meth:`load` reads them (once) when anything
+    else needs them. ``name`` is the model's name (``partition_lab.name`` of the module)."""
+
+    def __init__(self, key: str, read: Callable[[], Loaded], name: str = "") -> None:
+        self.key = key
+        self.name = name
+        self._read = read
+        self._loaded: Loaded | None = None
+
+    def then(self, finish: Callable[[Loaded], Loaded], name: str) -> Deferred:
+        """This entry, ``finish`` applied to what it loads (naming the module), named ``name``."""
+        return Deferred(self.key, lambda: finish(self.load()), name)
+
+    def load(self) -> Loaded:
+        if self._loaded is None:
+            self._loaded = self._read()
+        return self._loaded
+
+    def __repr__(self) -> str:
+        return f"Deferred({self.name or self.key[:12]!r})"
 
 
 @dataclass(frozen=True)
@@ -148,15 +204,18 @@ def origin(mod: tvm.IRModule, params: Mapping[str, Any] | None) -> str | None:
     return None
 
 
-def cached_prepare(mod: tvm.IRModule, params: Mapping[str, Any] | None, steps: Sequence[str],
-                   keep_fp32: bool, hazards: list[NumericHazard],
-                   prepare: Callable[[list[NumericHazard]], tvm.IRModule]) -> tvm.IRModule:
-    """``prepare(found)``'s module (``params`` bound, ``steps`` run), from the cache when
-    ``mod``/``params`` came from the converted cache and a prepared entry of the same key is
-    intact; the numeric hazards found while preparing are appended to ``hazards`` either way."""
-    source = origin(mod, params)
+def cached_prepare(mod: tvm.IRModule | Deferred, params: Mapping[str, Any] | None,
+                   steps: Sequence[str], keep_fp32: bool, hazards: list[NumericHazard],
+                   prepare: Callable[[tvm.IRModule, Mapping[str, Any] | None,
+                                      list[NumericHazard]], tvm.IRModule]) -> tvm.IRModule:
+    """``prepare(mod, params, found)``'s module (``params`` bound, ``steps`` run), from the
+    cache when ``mod``/``params`` came from the converted cache (or ``mod`` is a
+    :class:`Deferred`, whose module is then read only on a miss) and a prepared entry of the
+    same key is intact; the numeric hazards found while preparing are appended to ``hazards``
+    either way."""
+    source = mod.key if isinstance(mod, Deferred) else origin(mod, params)
     if source is None:
-        return prepare(hazards)
+        return prepare(mod, params, hazards)
     identity = {"format": PREPARED_FORMAT, "converted": source, "steps": list(steps),
                 "keep_fp32": bool(keep_fp32), "versions": versions()}
     key = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
@@ -166,8 +225,12 @@ def cached_prepare(mod: tvm.IRModule, params: Mapping[str, Any] | None, steps: S
         prepared, found = loaded
         hazards.extend(found)
         return prepared
+    if isinstance(mod, Deferred):
+        mod, params = mod.load()
+        if origin(mod, params) != source:  # converted again (its entry damaged): other arrays
+            return prepare(mod, params, hazards)
     found: list[NumericHazard] = []
-    prepared = prepare(found)
+    prepared = prepare(mod, params, found)
     hazards.extend(found)
     with contextlib.suppress(OSError):
         write_prepared(entry, prepared, found)
@@ -317,6 +380,32 @@ def _write(entry: Path, magic: bytes, fields: dict[str, Any], module: bytes,
     write_atomic(entry, magic + _LENGTH.pack(len(head)) + head + module + weights)
 
 
+def peek_entry(entry: Path, folder: Path) -> dict[str, Any] | None:
+    """The header of the converted entry at ``entry`` when it reads back, the file is as long
+    as it says and the files the conversion read are unchanged; None otherwise (the payload's
+    checksum is checked when the module is read, :func:`read_entry`)."""
+    try:
+        with open(entry, "rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            start = handle.read(len(MAGIC) + _LENGTH.size)
+            if not start.startswith(MAGIC) or len(start) != len(MAGIC) + _LENGTH.size:
+                return None
+            (head_length,) = _LENGTH.unpack_from(start, len(MAGIC))
+            if head_length > size:
+                return None
+            header = json.loads(handle.read(head_length))
+        if header["format"] != CACHE_FORMAT or size != len(start) + head_length + \
+                header["module_bytes"] + header["params_bytes"]:
+            return None
+        for name, digest in header["reads"].items():
+            if not _plain_file_inside(folder, folder / name) or \
+                    file_digest(folder / name) != digest:
+                return None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return header if isinstance(header, dict) else None
+
+
 def read_entry(entry: Path, folder: Path) -> Loaded | None:
     """The module and weights stored at ``entry``, or None when there is none or it is not
     intact (then it is removed, and the caller converts again)."""
@@ -361,7 +450,7 @@ def _unpack(data: bytes, magic: bytes, form: int) -> tuple[dict[str, Any], memor
     return header, module, weights
 
 
-def _decode(data: bytes, folder: Path) -> Loaded:
+def _decode(data: bytes, folder: Path, say: bool = True) -> Loaded:
     header, module, weights = _unpack(data, MAGIC, CACHE_FORMAT)
     for name, digest in header["reads"].items():
         if not _plain_file_inside(folder, folder / name) or file_digest(folder / name) != digest:
@@ -370,7 +459,8 @@ def _decode(data: bytes, folder: Path) -> Loaded:
     if not isinstance(mod, tvm.IRModule):
         raise _Stale("not a module")
     loaded = relay.transform.InferType()(mod), _params(header["params"], weights)
-    _say_again([str(m) for m in header.get("warnings", [])])
+    if say:
+        _say_again([str(m) for m in header.get("warnings", [])])
     return loaded
 
 
