@@ -177,7 +177,7 @@ def cached_prepare(mod: tvm.IRModule, params: Mapping[str, Any] | None, steps: S
 def write_prepared(entry: Path, mod: tvm.IRModule, hazards: Sequence[NumericHazard]) -> None:
     """Store a prepared module (its constants lifted out as raw bytes) and its hazards at
     ``entry``, atomically; nothing when the module is not one ``main`` whose parameters are
-    free of the lifted constants' names."""
+    free of the lifted constants' names, or holds more than dataflow (let, if)."""
     lifted = _lift_constants(mod)
     if lifted is None:
         return
@@ -196,18 +196,39 @@ def _lift_constants(mod: tvm.IRModule) -> tuple[relay.Function, dict[str, np.nda
         return None
     arrays: dict[str, np.ndarray] = {}
     lifted: list[relay.Var] = []
+    # Rebuilt in TVM's post order (a C++ walk) with a memo, not by a recursive ExprMutator:
+    # that hit Python's recursion limit on a chain of a few thousand ops (a 5,000-op Relay
+    # text chain failed with RecursionError here, after its conversion had succeeded).
+    memo: dict[relay.Expr, relay.Expr] = {}
+    unknown: list[str] = []
 
-    class _Lift(relay.ExprMutator):
-        def visit_constant(self, const: relay.Constant) -> relay.Expr:
-            data = const.data
+    def rebuild(node: relay.Expr) -> None:
+        if isinstance(node, relay.Constant):
+            data = node.data
             var = relay.var(f"{_LIFTED}{len(lifted)}", shape=data.shape, dtype=data.dtype)
             arrays[var.name_hint] = np.ascontiguousarray(data.numpy())
             lifted.append(var)
-            return var
+            memo[node] = var
+        elif isinstance(node, relay.Call):
+            memo[node] = relay.Call(memo.get(node.op, node.op), [memo[a] for a in node.args],
+                                    node.attrs, node.type_args, node.span)
+        elif isinstance(node, relay.Tuple):
+            memo[node] = relay.Tuple([memo[f] for f in node.fields], node.span)
+        elif isinstance(node, relay.TupleGetItem):
+            memo[node] = relay.TupleGetItem(memo[node.tuple_value], node.index, node.span)
+        elif isinstance(node, relay.Function):  # a region function inline in main
+            memo[node] = relay.Function(list(node.params), memo[node.body], node.ret_type,
+                                        node.type_params, node.attrs, node.span)
+        elif isinstance(node, (relay.Var, tvm.ir.Op, relay.GlobalVar)):
+            memo[node] = node
+        else:  # let, if, match...: not what the frontends make; such a module is not stored
+            unknown.append(type(node).__name__)
 
-    body = _Lift().visit(func.body)
-    return relay.Function(list(func.params) + lifted, body, func.ret_type, func.type_params,
-                          func.attrs, func.span), arrays
+    relay.analysis.post_order_visit(func.body, rebuild)
+    if unknown or func.body not in memo:
+        return None
+    return relay.Function(list(func.params) + lifted, memo[func.body], func.ret_type,
+                          func.type_params, func.attrs, func.span), arrays
 
 
 def _decode_prepared(data: bytes) -> tuple[tvm.IRModule, list[NumericHazard]]:
