@@ -331,7 +331,8 @@ def test_a_6000_op_chain_is_stored_without_python_recursion(tmp_path: Path) -> N
     expr = relay.add(x, one)
     for _ in range(6_000):
         expr = relay.nn.relu(expr)
-    mod = relay.transform.InferType()(tvm.IRModule.from_expr(relay.add(expr, one)))
+    body = relay.Tuple([relay.add(expr, one), relay.nn.relu(x)])  # a branch with no constant
+    mod = relay.transform.InferType()(tvm.IRModule.from_expr(body))
     entry = tmp_path / "entry.tvm"
     _cache.write_prepared(entry, mod, [])
     back, hazards = _cache._read(entry, _cache._decode_prepared)

@@ -58,6 +58,7 @@ from ... import _version
 from ..._io import cache_root, special_file_kind, write_atomic
 from ..._stages import stage
 from ...core.hazards import NumericHazard
+from ..relay_graph import array_items, object_key
 
 CACHE_FORMAT = 2  # 2: the conversion's warnings kept and said again
 """Bump when what an entry holds, or how a conversion turns out, changes."""
@@ -196,11 +197,18 @@ def _lift_constants(mod: tvm.IRModule) -> tuple[relay.Function, dict[str, np.nda
         return None
     arrays: dict[str, np.ndarray] = {}
     lifted: list[relay.Var] = []
-    # Rebuilt in TVM's post order (a C++ walk) with a memo, not by a recursive ExprMutator:
-    # that hit Python's recursion limit on a chain of a few thousand ops (a 5,000-op Relay
-    # text chain failed with RecursionError here, after its conversion had succeeded).
-    memo: dict[relay.Expr, relay.Expr] = {}
+    # Rebuilt in TVM's post order (a C++ walk), keyed by object handle, and only where a
+    # constant reaches (the rest is kept as it is), like fold_constant_calls: a recursive
+    # ExprMutator hit Python's recursion limit on a chain of a few thousand ops (a 5,000-op
+    # Relay text chain ended in RecursionError here, after its conversion had succeeded).
+    replaced: dict[int, relay.Expr] = {}
     unknown: list[str] = []
+
+    def new(node: relay.Expr) -> relay.Expr:
+        return replaced.get(object_key(node), node)
+
+    def changed(nodes: Sequence[relay.Expr]) -> bool:
+        return any(object_key(n) in replaced for n in nodes)
 
     def rebuild(node: relay.Expr) -> None:
         if isinstance(node, relay.Constant):
@@ -208,26 +216,32 @@ def _lift_constants(mod: tvm.IRModule) -> tuple[relay.Function, dict[str, np.nda
             var = relay.var(f"{_LIFTED}{len(lifted)}", shape=data.shape, dtype=data.dtype)
             arrays[var.name_hint] = np.ascontiguousarray(data.numpy())
             lifted.append(var)
-            memo[node] = var
+            replaced[object_key(node)] = var
         elif isinstance(node, relay.Call):
-            memo[node] = relay.Call(memo.get(node.op, node.op), [memo[a] for a in node.args],
-                                    node.attrs, node.type_args, node.span)
+            args = array_items(node.args)
+            if changed((node.op, *args)):
+                replaced[object_key(node)] = relay.Call(
+                    new(node.op), [new(a) for a in args], node.attrs, node.type_args, node.span)
         elif isinstance(node, relay.Tuple):
-            memo[node] = relay.Tuple([memo[f] for f in node.fields], node.span)
+            fields = array_items(node.fields)
+            if changed(fields):
+                replaced[object_key(node)] = relay.Tuple([new(f) for f in fields], node.span)
         elif isinstance(node, relay.TupleGetItem):
-            memo[node] = relay.TupleGetItem(memo[node.tuple_value], node.index, node.span)
+            if changed((node.tuple_value,)):
+                replaced[object_key(node)] = relay.TupleGetItem(
+                    new(node.tuple_value), node.index, node.span)
         elif isinstance(node, relay.Function):  # a region function inline in main
-            memo[node] = relay.Function(list(node.params), memo[node.body], node.ret_type,
-                                        node.type_params, node.attrs, node.span)
-        elif isinstance(node, (relay.Var, tvm.ir.Op, relay.GlobalVar)):
-            memo[node] = node
-        else:  # let, if, match...: not what the frontends make; such a module is not stored
-            unknown.append(type(node).__name__)
+            if changed((node.body,)):
+                replaced[object_key(node)] = relay.Function(
+                    list(node.params), new(node.body), node.ret_type, node.type_params,
+                    node.attrs, node.span)
+        elif not isinstance(node, (relay.Var, tvm.ir.Op, relay.GlobalVar)):
+            unknown.append(type(node).__name__)  # let, if...: not what the frontends make
 
     relay.analysis.post_order_visit(func.body, rebuild)
-    if unknown or func.body not in memo:
-        return None
-    return relay.Function(list(func.params) + lifted, memo[func.body], func.ret_type,
+    if unknown:
+        return None  # such a module is not stored
+    return relay.Function(list(func.params) + lifted, new(func.body), func.ret_type,
                           func.type_params, func.attrs, func.span), arrays
 
 
