@@ -142,6 +142,10 @@ def test_bad_choose_options_are_one_line_and_exit_2(tmp_path, capsys, argv, mess
      "chosen 'x' is not one of its candidates"),
     ({"chosen": "greedy", "candidates": [{"plan": "greedy", "measured_s": [-1.0]}]},
      "non-negative seconds"),
+    ({"chosen": "greedy", "candidates": [{"plan": "greedy", "measured_s": [float("inf")]}]},
+     "finite non-negative seconds"),
+    ({"chosen": "greedy", "candidates": [{"plan": "greedy", "measured_s": [float("nan")]}]},
+     "finite non-negative seconds"),
 ])
 def test_a_plan_file_with_a_broken_choice_is_one_plan_error(choice, message: str) -> None:
     from partition_lab.errors import PlanError

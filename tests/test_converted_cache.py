@@ -321,6 +321,26 @@ def _constants(mod: tvm.IRModule) -> list[np.ndarray]:
     return list(found.values())
 
 
+def test_a_6000_op_chain_is_stored_without_python_recursion(tmp_path: Path) -> None:
+    """Issue 21: lifting the constants was a recursive ExprMutator, so a partition of a chain of
+    5,000 ops or more ended in RecursionError when it stored the prepared module."""
+    from tvm import relay
+
+    x = relay.var("x", shape=(1, 4), dtype="float32")
+    one = relay.const(np.ones((1, 4), "float32"))  # one object, used twice: lifted once
+    expr = relay.add(x, one)
+    for _ in range(6_000):
+        expr = relay.nn.relu(expr)
+    body = relay.Tuple([relay.add(expr, one), relay.nn.relu(x)])  # a branch with no constant
+    mod = relay.transform.InferType()(tvm.IRModule.from_expr(body))
+    entry = tmp_path / "entry.tvm"
+    _cache.write_prepared(entry, mod, [])
+    back, hazards = _cache._read(entry, _cache._decode_prepared)
+    assert hazards == [] and tvm.ir.structural_equal(back, mod, map_free_vars=True)
+    main_fn, arrays = _cache._lift_constants(mod)
+    assert list(arrays) == [main_fn.params[-1].name_hint] and len(main_fn.params) == 2
+
+
 def test_platform_and_options_are_part_of_the_prepared_key(
         tmp_path: Path, cache_root: Path, preparations: list[tuple[str, ...]]) -> None:
     path = conv_bn_onnx(tmp_path / "m.onnx")

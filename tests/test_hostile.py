@@ -694,6 +694,8 @@ PLAN_CASES: dict[str, tuple[Callable[[dict], object], str]] = {
     "plan-wrong-schema": (lambda d: _plan(d).update(schema="partition_lab.plan/9"),
                           "plan schema 'partition_lab.plan/9'"),
     "plan-nodes-not-a-list": (lambda d: _plan(d).update(nodes={}), "nodes must be a list"),
+    "plan-choice-measured-inf": (lambda d: _plan(d).update(choice={"chosen": "greedy", "candidates": [
+        {"plan": "greedy", "measured_s": [float("inf")]}]}), "finite non-negative seconds; drop the choice or choose again"),
     "plan-verdict-extra-key": (
         lambda d: _plan(d)["nodes"][0]["support"]["neuron"].update(evil=1), "got keys"),
     "plan-supported-flipped": (_move_sign_to_neuron, None),  # checked below

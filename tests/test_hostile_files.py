@@ -358,7 +358,8 @@ def _bundle_device(data: dict, index: int) -> dict:
 
 # (edit of the decoded bundle, what the one error line must name). Before these were checked, a
 # NaN, infinite or negative FLOP count or shape was profiled and written into the profile cache,
-# which every later read then refused; "false" was read as true and a host named gpu renamed.
+# which every later read then refused; "false" was read as true and a host named gpu renamed; a
+# dtype the package does not know (float7) was accepted and priced at 4 bytes an element.
 BUNDLE_CASES: dict[str, tuple[Callable[[dict], None], str]] = {
     **{f"flops-{label}": (lambda d, v=value: _bundle_node(d).update(flops=v),
                           "graph.nodes[0].flops must be a number in [0, 1e+18]")
@@ -372,6 +373,12 @@ BUNDLE_CASES: dict[str, tuple[Callable[[dict], None], str]] = {
         shape=[10**6, 10**6, 10**6]), "at most 2**32 elements"),
     "input-shape-negative": (lambda d: d["graph"]["inputs"]["data"].update(shape=[1, -3, 8, 8]),
                              "graph.inputs['data'].shape"),
+    "output-dtype-float7": (lambda d: _bundle_node(d, 1)["outputs"][0].update(dtype="float7"),
+                            "graph.nodes[1].outputs[0].dtype must be one of"),
+    "weight-dtype-float7": (lambda d: _bundle_node(d)["weights"][0].update(dtype="float7"),
+                            "graph.nodes[0].weights[0].dtype must be one of"),
+    "input-dtype-float7": (lambda d: d["graph"]["inputs"]["data"].update(dtype="float7"),
+                           "graph.inputs['data'].dtype must be one of"),
     "preference-nan": (lambda d: _bundle_device(d, 0).update(preference=math.nan),
                        "platform.devices[0].preference must be an integer"),
     "preference-bool": (lambda d: _bundle_device(d, 0).update(preference=True),

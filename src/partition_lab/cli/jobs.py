@@ -36,7 +36,9 @@ EXIT_FALLBACK = 3
 
 MODEL_HELP = ("an .onnx file, a PyTorch .pt2 file (torch.export.save), an MXNet -symbol.json "
               "(its .params beside it), or zoo:NAME / tv:NAME / hf:NAME "
-              "(:small for the small variant; see 'partition-lab zoo')")
+              "(:small for the small variant; see 'partition-lab zoo'). A model file is data: "
+              "loading runs no code from it, and a .pt2 with pickles or compiled code is "
+              "refused")
 
 
 class UsageError(PartitionLabError):

@@ -11,6 +11,7 @@ and every stored "supported" against the platform's own rules (:func:`check_verd
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -60,10 +61,11 @@ def _check_choice(choice: Any) -> None:
         times = candidate.get("measured_s") if isinstance(candidate, Mapping) else None
         if not isinstance(candidate, Mapping) or not isinstance(candidate.get("plan"), str) \
                 or not isinstance(times, list) or not all(
-                    isinstance(t, (int, float)) and not isinstance(t, bool) and t >= 0
-                    for t in times):
+                    isinstance(t, (int, float)) and not isinstance(t, bool)
+                    and math.isfinite(t) and t >= 0 for t in times):
             raise PlanError(f"plan choice candidates[{index}]: expected a plan name and "
-                            "measured_s, a list of non-negative seconds")
+                            "measured_s, a list of finite non-negative seconds; drop the "
+                            "choice or choose again (partition --choose)")
         names.append(candidate["plan"])
     if choice["chosen"] not in names:
         raise PlanError(f"plan choice: chosen {_short(choice['chosen'])} is not one of its "

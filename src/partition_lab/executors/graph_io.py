@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from .._io import GZIP_ERRORS, check_regular_file, read_gzip_limited
-from ..core.graph import OpGraph, OpNode, TensorType
+from ..core.graph import DTYPE_BYTES, OpGraph, OpNode, TensorType
 from ..core.plan import PartitionPlan
 from ..core.plan_validation import check_verdicts
 from ..core.platform import (
@@ -234,7 +234,8 @@ def graph_from_dict(data: Mapping[str, Any]) -> OpGraph:
     ------
     BundleFieldError
         A shape that is not a list of non-negative ints (or has more than
-        :data:`MAX_TENSOR_ELEMENTS` elements), or a FLOP count that is not a finite number in
+        :data:`MAX_TENSOR_ELEMENTS` elements), a dtype outside
+        :data:`~partition_lab.core.graph.DTYPE_BYTES`, or a FLOP count that is not a finite number in
         [0, :data:`MAX_OP_FLOPS`]: such numbers would price an op as NaN, infinite or negative.
     """
     nodes = [_node_from_dict(raw, f"graph.nodes[{i}]") for i, raw in enumerate(data["nodes"])]
@@ -281,8 +282,9 @@ def _type_from_dict(raw: Mapping[str, Any], where: str = "tensor") -> TensorType
         raise BundleFieldError(f"{where}.shape", "a list of non-negative integers", shape)
     if math.prod(shape) > MAX_TENSOR_ELEMENTS:
         raise BundleFieldError(f"{where}.shape", "a shape of at most 2**32 elements", shape)
-    if not isinstance(raw["dtype"], str):
-        raise BundleFieldError(f"{where}.dtype", "a dtype name", raw["dtype"])
+    if not isinstance(raw["dtype"], str) or raw["dtype"] not in DTYPE_BYTES:
+        # an unknown dtype would be priced as 4 bytes an element without a word
+        raise BundleFieldError(f"{where}.dtype", f"one of {', '.join(DTYPE_BYTES)}", raw["dtype"])
     return TensorType(tuple(shape), raw["dtype"])
 
 

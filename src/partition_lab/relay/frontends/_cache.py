@@ -65,6 +65,7 @@ from ... import _version
 from ..._io import cache_root, special_file_kind, write_atomic
 from ..._stages import stage
 from ...core.hazards import NumericHazard
+from ..relay_graph import array_items, object_key
 
 CACHE_FORMAT = 2  # 2: the conversion's warnings kept and said again
 """Bump when what an entry holds, or how a conversion turns out, changes."""
@@ -240,7 +241,7 @@ def cached_prepare(mod: tvm.IRModule | Deferred, params: Mapping[str, Any] | Non
 def write_prepared(entry: Path, mod: tvm.IRModule, hazards: Sequence[NumericHazard]) -> None:
     """Store a prepared module (its constants lifted out as raw bytes) and its hazards at
     ``entry``, atomically; nothing when the module is not one ``main`` whose parameters are
-    free of the lifted constants' names."""
+    free of the lifted constants' names, or holds more than dataflow (let, if)."""
     lifted = _lift_constants(mod)
     if lifted is None:
         return
@@ -259,18 +260,52 @@ def _lift_constants(mod: tvm.IRModule) -> tuple[relay.Function, dict[str, np.nda
         return None
     arrays: dict[str, np.ndarray] = {}
     lifted: list[relay.Var] = []
+    # Rebuilt in TVM's post order (a C++ walk), keyed by object handle, and only where a
+    # constant reaches (the rest is kept as it is), like fold_constant_calls: a recursive
+    # ExprMutator hit Python's recursion limit on a chain of a few thousand ops (a 5,000-op
+    # Relay text chain ended in RecursionError here, after its conversion had succeeded).
+    replaced: dict[int, relay.Expr] = {}
+    unknown: list[str] = []
 
-    class _Lift(relay.ExprMutator):
-        def visit_constant(self, const: relay.Constant) -> relay.Expr:
-            data = const.data
+    def new(node: relay.Expr) -> relay.Expr:
+        return replaced.get(object_key(node), node)
+
+    def changed(nodes: Sequence[relay.Expr]) -> bool:
+        return any(object_key(n) in replaced for n in nodes)
+
+    def rebuild(node: relay.Expr) -> None:
+        if isinstance(node, relay.Constant):
+            data = node.data
             var = relay.var(f"{_LIFTED}{len(lifted)}", shape=data.shape, dtype=data.dtype)
             arrays[var.name_hint] = np.ascontiguousarray(data.numpy())
             lifted.append(var)
-            return var
+            replaced[object_key(node)] = var
+        elif isinstance(node, relay.Call):
+            args = array_items(node.args)
+            if changed((node.op, *args)):
+                replaced[object_key(node)] = relay.Call(
+                    new(node.op), [new(a) for a in args], node.attrs, node.type_args, node.span)
+        elif isinstance(node, relay.Tuple):
+            fields = array_items(node.fields)
+            if changed(fields):
+                replaced[object_key(node)] = relay.Tuple([new(f) for f in fields], node.span)
+        elif isinstance(node, relay.TupleGetItem):
+            if changed((node.tuple_value,)):
+                replaced[object_key(node)] = relay.TupleGetItem(
+                    new(node.tuple_value), node.index, node.span)
+        elif isinstance(node, relay.Function):  # a region function inline in main
+            if changed((node.body,)):
+                replaced[object_key(node)] = relay.Function(
+                    list(node.params), new(node.body), node.ret_type, node.type_params,
+                    node.attrs, node.span)
+        elif not isinstance(node, (relay.Var, tvm.ir.Op, relay.GlobalVar)):
+            unknown.append(type(node).__name__)  # let, if...: not what the frontends make
 
-    body = _Lift().visit(func.body)
-    return relay.Function(list(func.params) + lifted, body, func.ret_type, func.type_params,
-                          func.attrs, func.span), arrays
+    relay.analysis.post_order_visit(func.body, rebuild)
+    if unknown:
+        return None  # such a module is not stored
+    return relay.Function(list(func.params) + lifted, new(func.body), func.ret_type,
+                          func.type_params, func.attrs, func.span), arrays
 
 
 def _decode_prepared(data: bytes) -> tuple[tvm.IRModule, list[NumericHazard]]:
