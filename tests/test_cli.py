@@ -250,6 +250,23 @@ def test_partition_writes_plan_json_and_relay_text(tiny_onnx, tmp_path, capsys):
     assert "2 regions on neuron, 1 CPU island" in stdout  # each region's device, not "accelerator"
 
 
+def test_tensorcore_is_priced_by_its_shipped_profile_unless_told_otherwise(tiny_onnx, tmp_path,
+                                                                         capsys):
+    out = tmp_path / "plan.json"
+    code, stdout, err = run(["partition", tiny_onnx, "--target", "tensorcore", "-o", out], capsys)
+    assert code == 0, err
+    assert "on tensorcore (cost)" in stdout  # measured prices make cost the default
+    assert "shipped profile measured 2026-12-01 (not your machine)" in stdout
+    assert "shipped profile" in json.loads(out.read_text())["cost"]["model"]
+    for flags in (["--no-shipped-profile"], ["--profile", "t4"]):
+        code, stdout, err = run(["partition", tiny_onnx, "--target", "tensorcore", *flags],
+                                capsys)
+        assert code == 0, err
+        assert "on tensorcore (greedy)" in stdout and "predicted (roofline(" in stdout, flags
+    code, stdout, err = run(["partition", tiny_onnx, "--target", "neuron"], capsys)
+    assert code == 0 and "on neuron (greedy)" in stdout and "shipped" not in stdout
+
+
 def test_compare_json(tiny_onnx, capsys):
     code, stdout, err = run(["compare", tiny_onnx, "--strategies", "greedy,all_cpu", "--json"],
                             capsys)
