@@ -227,14 +227,20 @@ def test_external_data_that_became_a_pipe_or_a_link_out_is_never_read_from_the_c
         load_model(path, cache=True)
 
 
-def test_what_the_conversion_warned_is_said_again_from_the_cache(tmp_path: Path,
-                                                                 conversions: list[Path]) -> None:
-    """An ONNX that onnx.checker rejects, converted anyway: the warning comes on the second
-    load too, from the cache, without converting again."""
+def opset99_onnx(tmp_path: Path) -> Path:
+    """A valid model saved with opset 99, which onnx.checker rejects (converted anyway)."""
     model = onnx.load(conv_onnx(tmp_path / "ok.onnx"))
     model.opset_import[0].version = 99
     path = tmp_path / "opset99.onnx"
     onnx.save(model, path)
+    return path
+
+
+def test_what_the_conversion_warned_is_said_again_from_the_cache(tmp_path: Path,
+                                                                 conversions: list[Path]) -> None:
+    """An ONNX that onnx.checker rejects, converted anyway: the warning comes on the second
+    load too, from the cache, without converting again."""
+    path = opset99_onnx(tmp_path)
     for _ in range(2):
         with pytest.warns(UserWarning, match="opset 99"):
             load_model(path, cache=True, check_onnx=False)
@@ -467,10 +473,7 @@ def test_changed_external_data_is_not_hidden_by_a_prepared_entry(
 
 def test_the_conversion_warning_is_said_again_on_a_prepared_hit(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], conversions: list[Path]) -> None:
-    model = onnx.load(conv_onnx(tmp_path / "ok.onnx"))
-    model.opset_import[0].version = 99
-    path = tmp_path / "opset99.onnx"
-    onnx.save(model, path)
+    path = opset99_onnx(tmp_path)
     for _ in range(2):
         with pytest.warns(UserWarning, match="opset 99"):
             assert main(["partition", str(path), "-t", "tensorcore", "--no-onnx-check"]) == 0
