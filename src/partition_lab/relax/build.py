@@ -41,7 +41,7 @@ from ..core.plan import PartitionPlan
 from ..errors import PartitionLabError
 from ..strategies import NotApplicableError, get_strategy
 from .graph import RelaxGraph, is_tensor_constant, relax_graph
-from .outline import Env, _Outliner, tensor_type
+from .outline import Env, _Outliner
 from .prepare import bind_params
 
 FORMAT = "partition_lab.tvm_plans/1"
@@ -88,14 +88,7 @@ class _RegionBuilder(_Outliner):
         reads = self._reads_from_outside(nodes)
         self.bb = bb = relax.BlockBuilder()
         self._lifted = []
-        params = [relax.Var(f"in{k}", tensor_type(spec)) for k, (_, spec) in enumerate(reads)]
-        env: Env = {}
-        inputs: dict[str, Any] = {}
-        for (ref, _), var in zip(reads, params, strict=True):
-            if isinstance(ref, str):
-                inputs[ref] = var
-            else:
-                env[ref] = var
+        params, env, inputs = self._parameters(reads, "in")
         outputs = self._region_outputs(nodes)
         with bb.function("main"):
             with bb.dataflow():

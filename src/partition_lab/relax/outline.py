@@ -133,12 +133,13 @@ class _Outliner:
         else:
             env[(node, 0)] = var
 
-    # ------------------------------------------------------------------ Codegen functions
-    def _codegen_function(self, nodes: Sequence[int], symbol: str, compiler: str) -> Any:
-        """``symbol(inputs) -> outputs`` with ``Codegen=compiler``, one composite call per
-        pattern unit or op."""
-        reads = self._reads_from_outside(nodes)
-        params = [relax.Var(f"{symbol}_in{k}", tensor_type(spec)) for k, (_, spec) in enumerate(reads)]
+    @staticmethod
+    def _parameters(reads: Sequence[tuple[Any, Any]], prefix: str
+                    ) -> tuple[list[Any], Env, dict[str, Any]]:
+        """One parameter ``<prefix><k>`` per tensor a group of nodes reads from outside, and
+        where each stands: ``env`` for node outputs, ``inputs`` for the graph's inputs (by
+        name)."""
+        params = [relax.Var(f"{prefix}{k}", tensor_type(spec)) for k, (_, spec) in enumerate(reads)]
         env: Env = {}
         inputs: dict[str, Any] = {}
         for (ref, _), var in zip(reads, params, strict=True):
@@ -146,6 +147,14 @@ class _Outliner:
                 inputs[ref] = var
             else:
                 env[ref] = var
+        return params, env, inputs
+
+    # ------------------------------------------------------------------ Codegen functions
+    def _codegen_function(self, nodes: Sequence[int], symbol: str, compiler: str) -> Any:
+        """``symbol(inputs) -> outputs`` with ``Codegen=compiler``, one composite call per
+        pattern unit or op."""
+        reads = self._reads_from_outside(nodes)
+        params, env, inputs = self._parameters(reads, f"{symbol}_in")
         units = self._units_in(set(nodes))
         composites = [(unit.nodes, f"{compiler}.{unit.name}") for unit in units]
         in_unit = {n for unit in units for n in unit.nodes}
