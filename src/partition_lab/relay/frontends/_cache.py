@@ -194,6 +194,8 @@ def _remember(loaded: Loaded, key: str) -> Loaded:
 def origin(mod: tvm.IRModule, params: Mapping[str, Any] | None) -> str | None:
     """The converted entry's key that ``mod`` and ``params`` are, unchanged, the result of
     (the very ``main`` function and weight arrays), or None."""
+    if params is not None and not isinstance(params, Mapping):
+        return None  # not what the cache returned; bind_params says what is wrong with it
     weights = dict(params or {})
     main = mod["main"] if "main" in [g.name_hint for g in mod.get_global_vars()] else None
     if main is None:
