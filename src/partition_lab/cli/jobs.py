@@ -172,9 +172,9 @@ def measured_prices(args: argparse.Namespace, platform: Platform, shipped: bool)
     ``--no-shipped-profile``)."""
     if getattr(args, "profile_cache", None):
         return True
-    from ..cost_models.shipped import shipped_profile
+    from ..cost_models import prices_from_shipped_profile
 
-    return shipped and not args.profile and shipped_profile(platform) is not None
+    return prices_from_shipped_profile(platform, args.profile or None, shipped=shipped)
 
 
 def load(job: Job, frontend: str | None, debug: bool = False,

@@ -43,7 +43,7 @@ __all__ = [
     "OpEstimate", "RegionCost", "RooflineCostModel", "DEFAULT_CPU_PROFILE", "available_profiles",
     "evaluate", "get_cost_model", "load_profile", "op_class", "op_signature", "CrossValidation",
     "ProfiledCostModel", "node_from_signature", "read_profile_cache", "write_profile_cache",
-    "SHIPPED", "ShippedProfile", "pricing_model", "shipped_cost_model", "shipped_profile",
+    "SHIPPED", "ShippedProfile", "prices_from_shipped_profile", "pricing_model", "shipped_cost_model", "shipped_profile",
 ]
 
 def get_cost_model(
@@ -83,6 +83,16 @@ def get_cost_model(
     return model
 
 
+def prices_from_shipped_profile(platform: Platform, cost_model: CostModel | str | None = None,
+                                profile_cache: Any = None, *, shipped: bool = True) -> bool:
+    """Whether :func:`pricing_model` prices ``platform`` by its shipped profile: nothing else
+    was asked for (no cost model or hardware profile name, no profile cache), ``shipped`` is
+    on, and the platform has one (the command line asks before building the model, to pick the
+    default strategy)."""
+    return (cost_model is None and profile_cache is None and shipped
+            and shipped_profile(platform) is not None)
+
+
 def pricing_model(platform: Platform, cost_model: CostModel | str | None = None,
                   profile_cache: Any = None, *, shipped: bool = True) -> CostModel:
     """The cost model ``analyze`` prices a platform with, from what the user passed.
@@ -96,8 +106,6 @@ def pricing_model(platform: Platform, cost_model: CostModel | str | None = None,
         if profile_cache is not None:
             raise PartitionLabError("pass either a cost_model object or profile_cache=, not both")
         return cost_model
-    if cost_model is None and profile_cache is None and shipped:
-        model = shipped_cost_model(platform)
-        if model is not None:
-            return model
+    if prices_from_shipped_profile(platform, cost_model, profile_cache, shipped=shipped):
+        return shipped_cost_model(platform)
     return get_cost_model(platform, accel_profile=cost_model, profile=profile_cache)

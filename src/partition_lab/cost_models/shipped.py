@@ -2,7 +2,8 @@
 
 With no profile of their own, users of a built-in platform that has one here get its
 measurements instead of the roofline's assumed figures, labelled with the machine and the
-date they came from (:attr:`ShippedProfile.label`, in every summary), and the ``cost``
+date they came from (in the cost model's name, so in every summary and plan JSON; the full
+line is :attr:`ShippedProfile.label`), and the ``cost``
 strategy as the default (``partition_lab.strategies.default_strategy``). Measurements of
 another machine are not the user's machine: they rank plans (plans built from this profile
 measured within a few percent of the best on the H200 it came from, docs/gpu-evidence.md) but
