@@ -173,3 +173,21 @@ def test_a_failed_batch_is_built_one_by_one(tmp_path, monkeypatch):
     failed = [f["signature"] for r in alone for f in r["functions"] if "build_error" in f]
     assert failed == [bad]
     assert sum(r["built"] for r in alone) == 2
+
+
+def test_a_spent_budget_leaves_recorded_skips(bundle, tmp_path):
+    """No time for the functions: each is recorded as skipped, the cache still validates."""
+    tvm_ops = script()
+    timings, out = tmp_path / "timings.json", tmp_path / "cache.json"
+    tvm_ops.main(["time", "--bundle", str(bundle), "--out", str(timings), "--budget-s", "0"])
+    summary = tvm_ops.main(["to-cache", "--bundle", str(bundle), "--timings", str(timings),
+                            "--out", str(out)])
+    manifest = _read(bundle, "manifest.json")
+    for role in ("gpu", "host"):
+        want = {f["signature"] for lib in manifest["libraries"] if lib["role"] == role
+                for f in lib["functions"]}
+        assert set(summary["failed"][role]) == want
+        assert set(summary["failed"][role].values()) == {"time budget spent"}
+    store = ProfileCache.load(out)
+    assert not any(e.ops for e in store.devices.values())
+    assert all(e.overheads for e in store.devices.values())
