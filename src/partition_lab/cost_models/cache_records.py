@@ -59,7 +59,7 @@ def write_profile_cache(path: str | Path, cache: Mapping[str, Any]) -> Path:
     """Write ``cache`` as JSON atomically (a temporary file, then a rename)."""
     return write_json_atomic(path, cache)
 
-RUNNERS = ("torch", "tvm-llvm", "tvm-rpc")
+RUNNERS = ("torch", "tvm-llvm", "tvm-rpc", "tvm-built")  # tvm-built: profiling/tvm_built.py
 KINDS = ("cuda", "cpu")
 OVERHEAD_KEYS = ("region_s", "per_op_s", "island_wakeup_s")
 

@@ -6,7 +6,7 @@ One JSON file of measured op times, copy curves and overheads per device, schema
     {"schema": "partition_lab.profile_cache/1",
      "devices": {
        "<device_key>": {                 # e.g. "torch-cuda|NVIDIA H200|torch 2.11.0+cu130|cudnn 91900"
-         "runner": "torch" | "tvm-llvm" | "tvm-rpc",
+         "runner": "torch" | "tvm-llvm" | "tvm-rpc" | "tvm-built",
          "kind": "cuda" | "cpu",         # what executes
          "name": str,                    # GPU/CPU model name (the RPC key for remote boards)
          "software": {str: str},         # versions that change timings (torch, cuda, tvm, ...)
