@@ -179,6 +179,56 @@ def branches() -> onnx.ModelProto:
                   [_w("w", 32, 16, 3, 3), sizes])
 
 
+def relu6() -> onnx.ModelProto:
+    """conv, Clip(0, 6) with its bounds as initializers (MobileNet's ReLU6), conv."""
+    n = helper.make_node
+    nodes = [
+        n("Conv", ["x", "w1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+        n("Clip", ["c1", "lo", "hi"], ["r"], name="relu6"),
+        n("Conv", ["r", "w2"], ["y"], name="conv2", pads=[1, 1, 1, 1]),
+    ]
+    bounds = [numpy_helper.from_array(np.array(v, "float32"), k) for k, v in (("lo", 0), ("hi", 6))]
+    return _model("relu6", nodes, {"x": [16, 16, 8, 8]}, {"y": [16, 16, 8, 8]},
+                  [_w("w1", 16, 16, 3, 3), _w("w2", 16, 16, 3, 3), *bounds])
+
+
+def resize_sizes() -> onnx.ModelProto:
+    """conv, a bilinear Resize to ``sizes`` with empty roi and scales tensors (mxnet.onnx's
+    BilinearResize2D: the zoo's FCN and DeepLab), conv."""
+    n = helper.make_node
+    nodes = [
+        n("Conv", ["x", "w1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+        n("Resize", ["c1", "roi", "scales", "sizes"], ["up"], name="resize", mode="linear",
+          coordinate_transformation_mode="align_corners"),
+        n("Conv", ["up", "w2"], ["y"], name="conv2", pads=[1, 1, 1, 1]),
+    ]
+    empty = [numpy_helper.from_array(np.zeros(0, "float32"), k) for k in ("roi", "scales")]
+    sizes = numpy_helper.from_array(np.array([16, 16, 16, 16], "int64"), "sizes")
+    return _model("resize_sizes", nodes, {"x": [16, 16, 8, 8]}, {"y": [16, 16, 16, 16]},
+                  [_w("w1", 16, 16, 3, 3), _w("w2", 16, 16, 3, 3), *empty, sizes])
+
+
+def shape_reshape() -> onnx.ModelProto:
+    """A dense layer over the last axis as mxnet.onnx writes ``FullyConnected(flatten=False)``:
+    flatten, MatMul, then a reshape to ``Shape(x)[:rank - 1] + [units]``, computed in the graph
+    with Shape, Sub, Slice and Concat (the zoo's BERT encoder)."""
+    n = helper.make_node
+    nodes = [
+        n("Reshape", ["x", "flat_shape"], ["flat"], name="flatten"),
+        n("MatMul", ["flat", "w"], ["mm"], name="matmul"),
+        n("Shape", ["x"], ["dims"], name="dims"),
+        n("Shape", ["dims"], ["rank"], name="rank"),
+        n("Sub", ["rank", "one"], ["last"], name="dim_minus_1"),
+        n("Slice", ["dims", "zero", "last"], ["head"], name="head"),
+        n("Concat", ["head", "units"], ["target"], name="target", axis=0),
+        n("Reshape", ["mm", "target"], ["y"], name="unflatten"),
+    ]
+    ints = [numpy_helper.from_array(np.array(v, "int64"), k) for k, v in (
+        ("flat_shape", [-1, 32]), ("one", [1]), ("zero", [0]), ("units", [16]))]
+    return _model("shape_reshape", nodes, {"x": [16, 8, 32]}, {"y": [16, 8, 16]},
+                  [_w("w", 32, 16), *ints])
+
+
 def symbolic_batch() -> onnx.ModelProto:
     """convnet's first layers with a symbolic batch dimension ``N``."""
     model = convnet()
@@ -193,5 +243,6 @@ def symbolic_batch() -> onnx.ModelProto:
 MODELS: dict[str, Callable[[], onnx.ModelProto]] = {
     "convnet": convnet, "convnet_batch1": convnet_batch1, "mlp": mlp, "resblock": resblock,
     "depthwise": depthwise, "upsample": upsample, "deconv": deconv, "attention": attention,
-    "branches": branches,
+    "branches": branches, "relu6": relu6, "resize_sizes": resize_sizes,
+    "shape_reshape": shape_reshape,
 }

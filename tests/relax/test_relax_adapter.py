@@ -171,3 +171,59 @@ def test_load_model_reads_onnx_files(tmp_path):
     mod, _ = partition_lab.load_model(str(path))
     result = partition_lab.analyze(mod, "neuron")
     assert result.graph.name == "mlp" and len(result.graph) == 5
+
+
+@pytest.mark.parametrize("name", ["relu6", "resize_sizes", "shape_reshape"])
+def test_importer_repairs_compute_what_onnxruntime_does(name):
+    """The loader's repairs of TVM 0.27's ONNX import (Clip as one relax.clip, Resize with an
+    empty scales tensor, shape computations folded) keep the model's function."""
+    import onnxruntime
+
+    model = models.MODELS[name]()
+    x = {i.name: np.random.default_rng(2).standard_normal(
+        [d.dim_value for d in i.type.tensor_type.shape.dim]).astype("float32")
+        for i in model.graph.input}
+    want = onnxruntime.InferenceSession(model.SerializeToString()).run(None, x)
+    mod, _ = partition_lab.load_model(model)  # this model: each build draws new weights
+    got = run_llvm(mod, x)
+    for a, b in zip(want, got, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
+
+
+def test_clip_is_one_relax_clip_the_rules_can_place():
+    """TVM's converter writes Clip as two call_tir; as relax.clip it is Relay's clip, on the
+    accelerator, and ToMixedPrecision (tensorcore) passes it."""
+    assert "call_tir" not in load("relu6").script(show_meta=False)
+    for platform in ("neuron", "tensorcore"):
+        result = partitioned("relu6", platform)
+        (clip,) = [n for n in result.graph if n.op == "clip"]
+        assert clip.source_name == "relu6" and clip.attrs["a_max"] == 6.0
+        assert result.plan.decisions[clip.id].device != "cpu"
+
+
+def test_shape_computations_are_folded():
+    ops = [n.op for n in partitioned("shape_reshape", "neuron").graph]
+    assert ops == ["reshape", "nn.dense", "reshape"]
+
+
+def test_call_tir_stays_on_the_host_and_its_function_goes_along():
+    """A call_tir (an importer's emit_te) partitions as a host op; the PrimFunc it calls is kept
+    in the partitioned module, which computes what the prepared one does."""
+    from tvm import topi
+
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((16, 16, 8, 8), "float32"))
+    weight = relax.const(np.random.default_rng(3).standard_normal((16, 16, 3, 3)).astype("float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            conv = bb.emit(relax.op.nn.conv2d(x, weight))
+            floor = bb.emit_te(topi.maximum, conv, 0.5)
+            out = bb.emit_output(relax.op.nn.conv2d(floor, weight))
+        bb.emit_func_output(out)
+    result = partition_lab.partition(bb.get(), "neuron", strategy="greedy")
+    devices = [result.plan.decisions[n.id].device for n in result.graph]
+    assert [n.op for n in result.graph] == ["nn.conv2d", "relax.call_tir", "nn.conv2d"]
+    assert devices == ["neuron", "cpu", "neuron"]
+    data = {"x": np.random.default_rng(4).standard_normal((16, 16, 8, 8)).astype("float32")}
+    np.testing.assert_allclose(run_llvm(result.mod, data)[0],
+                               run_llvm(result.prepared_mod, data)[0], rtol=1e-5, atol=1e-4)

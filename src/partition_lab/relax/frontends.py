@@ -68,6 +68,8 @@ def from_onnx(model: Any, shapes: Shapes | None = None, *,
     from tvm.relax.frontend.onnx import from_onnx as relax_from_onnx
 
     shape_dict = {k: list(v) for k, v in (shapes or {}).items()} or None
+    if not shape_dict:  # with shapes given, the file's own may be symbolic: nothing to fold
+        model = fold_static_shapes(model)
     with _named_calls():
         try:
             mod = relax_from_onnx(model, shape_dict=shape_dict, dtype_dict=dtypes,
@@ -75,6 +77,106 @@ def from_onnx(model: Any, shapes: Shapes | None = None, *,
         except tvm.error.OpNotImplemented as exc:
             raise UnsupportedOperatorError(str(exc).strip().splitlines()[-1]) from exc
     return mod.with_attr("partition_lab.name", name) if name else mod
+
+
+#: Initializers up to this many elements count as shape data when folding (a reshape's target,
+#: a slice's bounds), so that folding never evaluates a computation on weights.
+_SMALL = 64
+
+
+def fold_static_shapes(model: Any) -> Any:
+    """``model`` with the shape computations on static shapes replaced by constants.
+
+    Exporters write a reshape to a size known only from another tensor as ``Shape`` followed by
+    arithmetic (mxnet.onnx's ``FullyConnected(flatten=False)``, ``reshape_like``, ``split`` of a
+    shape; the zoo's BERT, CenterNet, AlphaPose and DANet). TVM 0.27's importer makes ``Shape``
+    a ``ShapeExpr``, which only a dozen converters take ("Node ... cannot handle ShapeExpr
+    inputs", at ``Sub``, ``Add``, ``Split``). Where ONNX shape inference gives the input of a
+    ``Shape`` static dimensions, its value is known, and so is every node computed from such
+    values and small constants alone: those nodes are evaluated here (``onnx.reference``) and
+    their outputs become initializers, as Relay's importer folded them. A model with no
+    ``Shape`` node, or none with a static input, is returned as it is.
+    """
+    # A reshape to a folded shape gives shape inference the static shape of its output, and
+    # so the next Shape's value: fold again until a pass folds nothing.
+    for _ in range(_MAX_FOLDS):
+        fixed = _fold_once(model)
+        if fixed is None:
+            break
+        model = fixed
+    return model
+
+
+#: Folding passes at most (each one reaches at least one Shape node further down the graph).
+_MAX_FOLDS = 32
+
+
+def _fold_once(model: Any) -> Any:
+    """One pass of :func:`fold_static_shapes`: the folded model, or None where nothing folds."""
+    import numpy as np
+    import onnx
+    from onnx import numpy_helper
+    from onnx.reference import ReferenceEvaluator
+
+    graph = model.graph
+    if not any(node.op_type == "Shape" for node in graph.node):
+        return None
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model).graph
+    except Exception:  # noqa: BLE001  (inference is an aid here; the importer reports errors)
+        return None
+    dims: dict[str, list[int]] = {}
+    for info in [*inferred.input, *inferred.value_info, *inferred.output]:
+        shape = info.type.tensor_type.shape.dim
+        if info.type.tensor_type.HasField("shape") and all(d.HasField("dim_value") for d in shape):
+            dims[info.name] = [d.dim_value for d in shape]
+    small = {init.name: numpy_helper.to_array(init) for init in graph.initializer
+             if np.prod(init.dims, dtype=np.int64) <= _SMALL}
+    opsets = {o.domain or "": o.version for o in model.opset_import}
+    folded: dict[str, Any] = {}  # outputs computed here
+    kept = []
+    for node in graph.node:
+        value = None
+        if node.op_type == "Constant":  # kept; a small one is shape data like an initializer
+            tensor = next((a.t for a in node.attribute if a.name == "value"), None)
+            if tensor is None or np.prod(tensor.dims, dtype=np.int64) <= _SMALL:
+                small[node.output[0]] = np.asarray(
+                    ReferenceEvaluator(node, opsets=opsets).run(None, {})[0])
+        elif node.op_type == "Shape" and node.input[0] in dims:
+            value = _shape_value(node, dims[node.input[0]])
+        elif all(not name or name in folded or name in small for name in node.input) and any(
+                name in folded for name in node.input):
+            inputs = {name: folded.get(name, small.get(name)) for name in node.input if name}
+            if all(v is None or v.size <= _SMALL for v in inputs.values()):
+                try:
+                    value = ReferenceEvaluator(node, opsets=opsets).run(None, inputs)
+                except Exception:  # noqa: BLE001  (an op onnx.reference lacks: leave it to TVM)
+                    value = None
+        if value is None:
+            kept.append(node)
+            continue
+        values = value if isinstance(value, list) else [value]
+        for name, array in zip(node.output, values, strict=True):
+            folded[name] = np.asarray(array)
+    used = {name for node in kept for name in node.input} | {o.name for o in graph.output}
+    if not folded:
+        return None
+    fixed = onnx.ModelProto()
+    fixed.CopyFrom(model)
+    del fixed.graph.node[:]
+    fixed.graph.node.extend(kept)
+    fixed.graph.initializer.extend(numpy_helper.from_array(array, name)
+                                   for name, array in folded.items() if name in used)
+    return fixed
+
+
+def _shape_value(node: Any, shape: list[int]) -> Any:
+    """The value of a ``Shape`` node (with its opset-15 ``start``/``end``) on a static shape."""
+    import numpy as np
+
+    attrs = {a.name: a.i for a in node.attribute}
+    # Python's slice clamps and counts negative ends from the back, as ONNX does.
+    return np.array(shape[attrs.get("start", 0):attrs.get("end", len(shape))], dtype=np.int64)
 
 
 @contextlib.contextmanager
@@ -102,6 +204,12 @@ def _named_calls() -> Iterator[None]:
         span = tvm.ir.Span(tvm.ir.SourceName(node_name), 0, 0, 0, 0)
         current.append((span, [x for x in inputs if isinstance(x, tvm.ir.Expr)]))
         try:
+            if op_name == "Resize":
+                inputs = _resize_without_empty_scales(inputs)
+            if op_name == "Clip":
+                clipped = _clip_op(inputs, attrs, opset)
+                if clipped is not None:
+                    return self.bb.normalize(clipped)
             return original(self, op_name, inputs, attrs, opset)
         finally:
             current.pop()
@@ -134,6 +242,66 @@ def _named_calls() -> Iterator[None]:
         ONNXGraphImporter._convert_operator = original
         relax.BlockBuilder.emit = original_emit
         relax.BlockBuilder.normalize = original_normalize
+
+
+def _resize_without_empty_scales(inputs: Any) -> Any:
+    """A Resize's inputs with an empty ``scales`` constant left out where ``sizes`` is given.
+
+    ONNX (opset 13) lets an exporter pass an empty tensor for the input it does not use, and
+    mxnet.onnx does (``<node>_scales_empty``: the zoo's FCN and DeepLab resizes); TVM 0.27's
+    converter takes any constant as given and asserts "Only one of scales and sizes".
+    """
+    scales = inputs[2] if len(inputs) > 3 else None
+    if inputs[3] is None or not _is_empty_constant(scales):
+        return inputs
+    fixed = type(inputs)(inputs)  # the importer's list type (None past the end)
+    fixed[2] = None
+    return fixed
+
+
+def _constant_value(expr: Any) -> Any:
+    """The numpy value of a tensor constant (the importer's initializers), else None."""
+    if isinstance(expr, tvm.ir.GenericConst) and isinstance(expr.ty, relax.TensorType):
+        return expr.value.numpy()
+    return None
+
+
+def _is_empty_constant(expr: Any) -> bool:
+    value = _constant_value(expr)
+    return value is not None and value.size == 0
+
+
+def _clip_op(inputs: Any, attrs: dict, opset: int) -> Any:
+    """``relax.clip(x, min, max)`` for a float Clip with constant scalar bounds, else None.
+
+    TVM 0.27's converter writes every Clip as two ``call_tir`` (``topi.maximum``, then
+    ``topi.minimum``): opaque calls that no rule can place on an accelerator and that
+    ``ToMixedPrecision`` cannot pass, where Relay's importer made one ``clip`` (MobileNet's
+    ReLU6). With constant bounds ``relax.clip`` is the same function (NaN bounds, which ONNX
+    reads as unbounded, are left to TVM's converter).
+    """
+    import math
+
+    data = inputs[0]
+    dtype = getattr(getattr(data, "ty", None), "dtype", "")
+    if not str(dtype).startswith(("float", "bfloat")):
+        return None
+    if opset < 11:
+        bounds = [attrs.get("min", -math.inf), attrs.get("max", math.inf)]
+    else:
+        bounds = [inputs[1], inputs[2]]
+        for i, default in enumerate((-math.inf, math.inf)):
+            bound = bounds[i]
+            if bound is None:
+                bounds[i] = default
+            elif (value := _constant_value(bound)) is not None and value.size == 1:
+                bounds[i] = float(value.reshape(()))
+            else:
+                return None  # a bound computed at run time
+    low, high = (float(b) for b in bounds)
+    if math.isnan(low) or math.isnan(high):
+        return None
+    return relax.op.clip(data, low, high)  # as TVM's PyTorch importer writes ReLU6
 
 
 def _with_span(expr: Any, span: Any, stop: list[Any]) -> Any:

@@ -272,6 +272,8 @@ class _Reader:
         """The tensors an argument denotes, or None for a non-tensor value (a shape, a scalar)."""
         if isinstance(arg, (relax.ShapeExpr, tvm.ir.expr.StringImm)) or tvm.ir.is_prim_expr(arg):
             return None
+        if isinstance(arg, tvm.ir.GlobalVar):  # the function a call_tir calls: code, no data
+            return None
         if isinstance(arg, tvm.ir.expr.Constant) and not isinstance(arg.ty, relax.TensorType):
             return None
         return self.refs(arg)

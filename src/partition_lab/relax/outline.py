@@ -64,7 +64,10 @@ class _Outliner:
     def __init__(self, rg: RelaxGraph, plan: PartitionPlan) -> None:
         self.rg, self.plan, self.graph = rg, plan, rg.graph
         self.platform = plan.platform
-        self.bb = relax.BlockBuilder()
+        # The module's other functions (the PrimFuncs a host-side relax.call_tir calls) go
+        # along under the same GlobalVars; only main is rebuilt.
+        others = {gv: f for gv, f in rg.module.functions.items() if gv.name_hint != "main"}
+        self.bb = relax.BlockBuilder(tvm.IRModule(others) if others else None)
         self.params = {p.name: p for p in rg.function.params}
 
     def run(self) -> tuple[tvm.IRModule, dict[str, OutlinedFunction]]:

@@ -26,6 +26,22 @@ RELAX_PASSES: dict[str, Callable[[], tvm.transform.Pass]] = {
 }
 
 
+#: ``TMixedPrecisionPolicy`` values (``relax/transform/infer_amp_utils.h``).
+_FOLLOW = 1
+#: Ops TVM 0.27 registers no mixed-precision policy for, with the one Relay's
+#: ``ToMixedPrecision`` gives them. Without one, ToMixedPrecision treats the op as "never" and
+#: tries to cast every argument, which fails on ``relax.clip``'s bounds (PrimValues, "Expected
+#: TensorType"): MobileNet's ReLU6 could not be prepared for ``tensorcore``.
+_MISSING_POLICIES = {"relax.clip": _FOLLOW}
+
+
+def _register_missing_policies() -> None:
+    for name, policy in _MISSING_POLICIES.items():
+        op = tvm.ir.Op.get(name)
+        if op.get_attr("TMixedPrecisionPolicy") is None:  # a TVM that has one keeps its own
+            tvm.ir.register_op_attr(name, "TMixedPrecisionPolicy", policy)
+
+
 def bind_params(mod: tvm.IRModule, params: Mapping[str, Any] | None = None) -> tvm.IRModule:
     """``mod`` with its weights as constants: ``params`` by name, and the values a frontend
     kept in ``main``'s ``params`` attribute (``from_onnx(keep_params_in_input=True)``)."""
@@ -64,6 +80,8 @@ def prepare(mod: tvm.IRModule, steps: Sequence[str]) -> tvm.IRModule:
         if step not in PREPARE_STEPS or step not in RELAX_PASSES:
             raise TargetSpecError(f"unknown preparation step {step!r}; known steps: "
                                   f"{', '.join(PREPARE_STEPS)}")
+    if "mixed_precision:float16" in steps:
+        _register_missing_policies()
     passes = [relax.transform.Normalize(), relax.transform.FoldConstant()]
     for step in steps:
         passes += [RELAX_PASSES[step](), relax.transform.FoldConstant()]
