@@ -14,19 +14,25 @@ roofline on neuron), the per-device roofline with every GPU-side device priced a
 (``roofline_h200``) and the shipped profile where the platform has one (``shipped``); None where
 a cost model cannot price a plan (an op on a device that does not support it).
 
-    # here (TVM 0.19 Relay); the ONNX files: torchvision CNNs at batch 16, 3x64x64
+    # here (TVM 0.19 Relay; ~4-10 s per model for both platforms on 2 cores, 60 kB a bundle)
     PYTHONPATH=src TOPHUB_LOCATION=NONE .venv/bin/python bench/gpu/torch_side.py \\
-        --onnx /work/onnx16 --out .gpu_bundle/torch_side
+        --onnx /work/onnx16 --out .gpu_bundle/torch_side [--models resnet18 googlenet ...]
     # there (python3 with torch, no TVM): the named plans timed in turns, then the profile
     PYTHONPATH=src python3 bench/gpu/evidence.py --bundles .gpu_bundle/torch_side \\
-        --out $OUT/torch_side_evidence.json --budget 150 --plan-seconds 1 \\
-        --interleave all --interleave-seconds 3
+        --out $OUT/torch_side_evidence.json --budget 170 --interleave all \\
+        --reference-seconds 1 --plan-seconds 1 --interleave-seconds 4
     PYTHONPATH=src python3 bench/gpu/profile_bundles.py --bundles .gpu_bundle/torch_side \\
-        --device cuda:0 --cache $OUT/torch_side_profile.json --budget 120 \\
-        --log $OUT/torch_side_profile_log.json
+        --device cuda:0 --cache $OUT/torch_side_profile.json --budget 100 --repeats 5 \\
+        --batch-s 0.003 --log $OUT/torch_side_profile_log.json
     # here, without a GPU: the same with every crossing a CPU copy
     PYTHONPATH=src .venv/bin/python bench/gpu/evidence.py --bundles .gpu_bundle/torch_side \\
         --out /tmp/ev.json --device cpu --separate-memories --interleave all
+
+On the H200 a plan of these models runs in 3-40 ms (the shipped profile's predictions; the
+host-only plan is the slowest), so a bundle's evidence takes about 6-14 s, most of it building
+executors and the plans in turns (40 rounds); 7 models x 2 platforms about 2-2.5 minutes. The
+profile measures each op signature once per device kind and reuses it across bundles; what the
+budget leaves unmeasured is fitted.
 """
 
 from __future__ import annotations
