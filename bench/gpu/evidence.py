@@ -10,8 +10,10 @@ its ops went (per plan device) and what the executor moves between places, its e
 (median of repeated runs, synchronised only where the program must) and a per-region /
 per-crossing breakdown (separately synchronised runs); after the plans, the unpartitioned graph
 is timed again (drift), and with ``--interleave`` the named plans and the unpartitioned graph are
-timed in turns (their ratios then do not depend on when each was timed). Results are written after every plan, so a run cut short keeps what it
-measured.
+timed in turns (their ratios then do not depend on when each was timed; ``--interleave all``:
+every plan of the bundle). ``--plan-seconds`` and ``--interleave-seconds`` bound each timing
+(for a short run over many bundles). Results are written after every plan, so a run cut short
+keeps what it measured.
 
     PYTHONPATH=src python3 bench/gpu/evidence.py --bundles .gpu_bundle/platforms \\
         --out $OUT/gpu_platforms_raw.json --budget 300
@@ -90,10 +92,17 @@ def placement(plan: Any, executor: Any) -> dict[str, Any]:
 
 def run_model(path: Path, device: str, deadline: float, write: Any,
               numerics_only: bool = False, separate: bool = False,
-              interleave: tuple[str, ...] = ()) -> dict[str, Any]:
+              interleave: tuple[str, ...] = (), seconds: tuple[float, float, float] = (3, 4, 8)
+              ) -> dict[str, Any]:
+    """One bundle's evidence; ``seconds``: the most each timing of the unpartitioned graph, of
+    each plan, and of the plans in turns may take."""
     bundle = read_bundle(path)
     graph, bindings = bundle.graph, bundle.bindings
-    row: dict[str, Any] = {"model": bundle.meta.get("model", path.name), "ops": len(graph),
+    reference_s, plan_s, turns_s = seconds
+    # bundle and platform: one model's bundles for several platforms share meta.model
+    row: dict[str, Any] = {"model": bundle.meta.get("model", path.name), "bundle": path.name[:-8],
+                           "platform": bundle.platform.name if bundle.platform else None,
+                           "ops": len(graph),
                            "cost_model": bundle.meta.get("cost_model"), "plans": {}}
     start = time.perf_counter()
     weights = synthetic_weights(graph, bindings, seed=0)
@@ -106,7 +115,7 @@ def run_model(path: Path, device: str, deadline: float, write: Any,
                         "graph_precision_vs_float32": relative_error(ref16, ref32)}
     if not numerics_only:
         row["reference"]["unpartitioned_gpu"] = summarise(reference.benchmark(
-            inputs, warmup=2, repeats=30, max_seconds=3.0))
+            inputs, warmup=2, repeats=30, max_seconds=reference_s))
     seen: dict[tuple, str] = {}
     for strategy, plan in bundle.plans.items():
         if time.perf_counter() > deadline:
@@ -131,7 +140,7 @@ def run_model(path: Path, device: str, deadline: float, write: Any,
             "float32_mode_error_vs_float32": error_fp32_mode,
         }
         if not numerics_only:
-            bench = executor.benchmark(inputs, warmup=2, repeats=30, max_seconds=4.0)
+            bench = executor.benchmark(inputs, warmup=2, repeats=30, max_seconds=plan_s)
             row["plans"][strategy].update(summarise(bench))
         print(f"  {row['model']} {strategy}: err {error_fp32_mode:.2e} in float32, "
               f"{row['plans'][strategy]['error_vs_unpartitioned']:.2e} in fp16", flush=True)
@@ -142,14 +151,15 @@ def run_model(path: Path, device: str, deadline: float, write: Any,
     if not numerics_only:
         # the unpartitioned graph again, after the plans: how much the machine drifted
         row["reference"]["unpartitioned_gpu_again"] = summarise(reference.benchmark(
-            inputs, warmup=2, repeats=30, max_seconds=3.0))
+            inputs, warmup=2, repeats=30, max_seconds=reference_s))
         if interleave and time.perf_counter() < deadline:
-            chosen = {s: bundle.plans[s] for s in interleave if s in bundle.plans
+            names = tuple(bundle.plans) if interleave == ("all",) else interleave
+            chosen = {s: bundle.plans[s] for s in names if s in bundle.plans
                       and "same_plan_as" not in row["plans"].get(s, {"same_plan_as": None})}
             executors = {"unpartitioned": reference} | {
                 s: PlanExecutor(graph, p, bindings, weights, device=device,
                                 separate_memories=separate) for s, p in chosen.items()}
-            row["interleaved"] = interleaved(executors, inputs)
+            row["interleaved"] = interleaved(executors, inputs, max_seconds=turns_s)
             del executors
     del reference
     if device.startswith("cuda"):
@@ -201,7 +211,13 @@ def main(argv: list[str] | None = None) -> int:
                              "(a CPU run that still makes every crossing)")
     parser.add_argument("--interleave", nargs="*", default=[],
                         help="after each model, time these plans and the unpartitioned graph "
-                             "in turns (drift-free ratios)")
+                             "in turns (drift-free ratios); 'all': every plan of the bundle")
+    parser.add_argument("--reference-seconds", type=float, default=3.0,
+                        help="the most each timing of the unpartitioned graph takes")
+    parser.add_argument("--plan-seconds", type=float, default=4.0,
+                        help="the most each plan's own timing takes (at least 3 runs)")
+    parser.add_argument("--interleave-seconds", type=float, default=8.0,
+                        help="the most the plans timed in turns take (at least 8 rounds)")
     args = parser.parse_args(argv)
     # The float32 references must be float32: no TF32 in cuDNN convolutions or cuBLAS matmuls
     # (PyTorch >= 2.9 has fp32_precision settings; the allow_tf32 flags are being retired).
@@ -234,7 +250,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             row = run_model(args.bundles / f"{name}.json.gz", args.device,
                             start + args.budget, write, args.numerics_only,
-                            args.separate_memories, tuple(args.interleave))
+                            args.separate_memories, tuple(args.interleave),
+                            (args.reference_seconds, args.plan_seconds, args.interleave_seconds))
         except Exception as err:  # noqa: BLE001 - keep the other models' evidence
             row = {"model": name, "error": f"{type(err).__name__}: {err}"}
             print(f"  {name} failed: {row['error']}", flush=True)

@@ -69,9 +69,13 @@ def baseline_plan(graph: Any, support: Support) -> PartitionPlan:
 def describe(plan: PartitionPlan, cost_model: Any) -> dict[str, Any]:
     """Predicted time and where the ops went, for the bundle's metadata."""
     cost = evaluate(plan, cost_model)
+    return {**cost.to_dict(), "regions": None, "cuts": None, **placement(plan)}
+
+
+def placement(plan: PartitionPlan) -> dict[str, Any]:
+    """Where the plan puts the ops and what crosses between devices."""
     crossings = plan.crossing_tensors()
     return {
-        **cost.to_dict(), "regions": None, "cuts": None,
         "ops_per_device": plan.ops_per_device(),
         "regions_per_device": {d: len(plan.regions_on(d)) for d in plan.platform.names},
         "crossings": len(crossings),

@@ -28,7 +28,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +39,14 @@ from tvm import relax
 
 from ..core.plan import PartitionPlan
 from ..errors import PartitionLabError
-from ..strategies import NotApplicableError, get_strategy
+from ..strategies.named import (  # noqa: F401 - CUT_PLANS, GPU_PLAN, HOST_PLAN: re-exported
+    CUT_PLANS,
+    DEFAULT_STRATEGIES,
+    GPU_PLAN,
+    HOST_PLAN,
+    NamedPlan,
+    named_plans,
+)
 from .graph import RelaxGraph, is_tensor_constant, relax_graph
 from .outline import Env, _Outliner
 from .prepare import bind_params
@@ -47,12 +54,9 @@ from .prepare import bind_params
 FORMAT = "partition_lab.tvm_plans/1"
 CUDA_TARGET: dict[str, Any] = {"kind": "cuda", "arch": "sm_90"}
 HOST_TARGET: dict[str, Any] = {"kind": "llvm"}
-#: Plans built per model besides the strategies' (deduplicated by device per op).
-GPU_PLAN, HOST_PLAN, BASELINE = "all_gpu", "all_cpu", "tvm_unpartitioned"
-DEFAULT_STRATEGIES = ("greedy", "cost", "min_size", "no_mac")
-#: Plans cut once in topological order: (device of the head, fraction of ops in the head).
-CUT_PLANS: dict[str, tuple[str, float]] = {"gpu_head_host_tail": ("gpu", 0.75),
-                                           "host_head_gpu_tail": ("host", 0.25)}
+#: TVM's own build of the whole model, beside the named plans (GPU_PLAN, HOST_PLAN, the
+#: strategies' and CUT_PLANS: :mod:`partition_lab.strategies.named`).
+BASELINE = "tvm_unpartitioned"
 LIFTED_DTYPES = ("float16", "float32", "float64", "bfloat16")
 
 
@@ -134,55 +138,17 @@ def is_gpu(plan: PartitionPlan, device: str) -> bool:
 
 
 # ---------------------------------------------------------------------------- plans
-@dataclass
-class NamedPlan:
-    name: str
-    plan: PartitionPlan
-    also: list[str] = field(default_factory=list)  # other plan names with the same devices
-    predicted_s: float | None = None
-
-
 def model_plans(mod: tvm.IRModule, platform: str,
                 strategies: Sequence[str] = DEFAULT_STRATEGIES) -> tuple[Any, list[NamedPlan]]:
-    """The analysis of ``mod`` on ``platform`` and its distinct plans: every op on the GPU
-    (the platform's main device: ``cuda`` on tensorcore, the accelerator elsewhere), every op on
-    the host, and each strategy's plan; plans with the same device per op are kept once."""
-    from ..cost_models.base import evaluate
+    """The analysis of ``mod`` on ``platform`` and its distinct plans
+    (:func:`partition_lab.strategies.named.named_plans`: every op on the GPU, every op on the
+    host, each strategy's plan and the cut plans; plans with the same device per op kept once),
+    priced by the analysis' cost model."""
     from . import api
 
     analysis = api.analyze(mod, platform)
-    graph, support, cost_model = analysis.graph, analysis.support, analysis.cost_model
-    plat = support.platform
-    gpu = plat.main if not plat.main.is_host else plat.primary
-    candidates: list[tuple[str, PartitionPlan]] = [
-        (GPU_PLAN, PartitionPlan.from_devices(graph, support, GPU_PLAN, [gpu.name] * len(graph)))]
-    for name in (HOST_PLAN, *strategies):
-        try:
-            plan = get_strategy(name).run(graph, support, cost_model=cost_model)
-        except NotApplicableError:
-            continue
-        plan.validate()
-        candidates.append((name, plan))
-    order = list(nx.lexicographical_topological_sort(graph.nx))
-    for name, (first, cut) in CUT_PLANS.items():  # a prefix of a topological order: a cut
-        head = set(order[:int(len(order) * cut)])
-        devices = [(first if n in head else ("host" if first == "gpu" else "gpu"))
-                   for n in range(len(graph))]
-        names = [gpu.name if d == "gpu" else plat.host.name for d in devices]
-        candidates.append((name, PartitionPlan.from_devices(graph, support, name, names)))
-    plans: dict[tuple[str, ...], NamedPlan] = {}
-    for name, plan in candidates:
-        key = tuple(plan.device_of(n) for n in range(len(graph)))
-        if key in plans:
-            plans[key].also.append(name)
-            continue
-        predicted = None
-        try:
-            predicted = float(evaluate(plan, cost_model).total)
-        except Exception:  # noqa: BLE001 - a plan the cost model cannot price keeps None
-            predicted = None
-        plans[key] = NamedPlan(name, plan, [], predicted)
-    return analysis, list(plans.values())
+    return analysis, named_plans(analysis.graph, analysis.support, analysis.cost_model,
+                                 strategies)
 
 
 # ---------------------------------------------------------------------------- building
