@@ -21,6 +21,7 @@ from os import PathLike
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import tvm
 from tvm import relax
 
@@ -95,14 +96,20 @@ def _named_calls() -> Iterator[None]:
     original_normalize = relax.BlockBuilder.normalize
     current: list[tuple[Any, list[Any]]] = []  # (span, operands) of the node being converted
 
+    def converted(self: Any, op_name: str, inputs: Any, attrs: dict, opset: int) -> Any:
+        clip = _constant_clip(inputs) if op_name == "Clip" else None
+        if clip is None:
+            return original(self, op_name, inputs, attrs, opset)
+        return self.bb.normalize(clip)  # as the importer does with a converter's result
+
     def convert(self: Any, op_name: str, inputs: Any, attrs: dict, opset: int) -> Any:
         node_name = str((attrs.get("tvm_custom") or {}).get("name") or "")
         if not node_name:
-            return original(self, op_name, inputs, attrs, opset)
+            return converted(self, op_name, inputs, attrs, opset)
         span = tvm.ir.Span(tvm.ir.SourceName(node_name), 0, 0, 0, 0)
         current.append((span, [x for x in inputs if isinstance(x, tvm.ir.Expr)]))
         try:
-            return original(self, op_name, inputs, attrs, opset)
+            return converted(self, op_name, inputs, attrs, opset)
         finally:
             current.pop()
 
@@ -134,6 +141,22 @@ def _named_calls() -> Iterator[None]:
         ONNXGraphImporter._convert_operator = original
         relax.BlockBuilder.emit = original_emit
         relax.BlockBuilder.normalize = original_normalize
+
+
+def _constant_clip(inputs: Any) -> Any:
+    """``relax.op.clip`` for an ONNX Clip (opset 11+) whose bounds are both finite scalar
+    constants (PyTorch's ReLU6), else None. TVM's importer builds such a Clip as two
+    ``call_tir`` of TOPI's maximum and minimum (bounds as tensors, NaN-checked), which the
+    graph cannot name as ops and ToMixedPrecision rejects; ``relax.clip`` is the same function
+    as one op, as the importer itself builds for HardSigmoid and HardSwish."""
+    if len(inputs) != 3 or not all(isinstance(b, tvm.ir.expr.Constant) for b in inputs[1:]) \
+            or not str(getattr(inputs[0].ty, "dtype", "")).startswith("float"):
+        return None
+    bounds = [b.value.numpy() for b in inputs[1:]]
+    if any(b.size != 1 or not np.isfinite(b).all() for b in bounds):
+        return None
+    low, high = (float(b.reshape(())) for b in bounds)
+    return relax.op.clip(inputs[0], low, high)
 
 
 def _with_span(expr: Any, span: Any, stop: list[Any]) -> Any:

@@ -22,8 +22,41 @@ RELAX_PASSES: dict[str, Callable[[], tvm.transform.Pass]] = {
     # tensorcore rules ask for.
     "convert_layout:NHWC": lambda: relax.transform.ConvertLayout(
         {"relax.nn.conv2d": ["NHWC", "HWIO"]}),
-    "mixed_precision:float16": lambda: relax.transform.ToMixedPrecision(),
+    "mixed_precision:float16": lambda: tvm.transform.Sequential(
+        [_clip_as_min_max(), relax.transform.ToMixedPrecision()]),
 }
+
+
+def _clip_as_min_max() -> tvm.transform.Pass:
+    """``relax.clip(x, lo, hi)`` as ``minimum(maximum(x, lo), hi)`` with scalar constants.
+
+    ToMixedPrecision (TVM 0.27) casts every argument of an op it lets follow its input's dtype
+    and fails on clip's bounds, which are ``PrimValue`` s, not tensors ("Expected TensorType,
+    but got T.int64": HardSwish, ReLU6); maximum and minimum of scalar constants it casts."""
+
+    maximum, minimum = tvm.ir.Op.get("relax.maximum"), tvm.ir.Op.get("relax.minimum")
+
+    @relax.expr_functor.mutator
+    class Rewriter(relax.PyExprMutator):
+        def visit_call_(self, call: relax.Call) -> relax.Expr:
+            call = super().visit_call_(call)
+            if not (isinstance(call.op, tvm.ir.Op) and call.op.name == "relax.clip"):
+                return call
+            x, low, high = call.args
+            dtype = x.ty.dtype
+            low, high = (relax.const(float(getattr(b.value, "value", b.value)), dtype)
+                         for b in (low, high))
+            # both calls keep the clip's span (its ONNX node's name)
+            inner = self.builder_.emit(relax.Call(maximum, [x, low], span=call.span))
+            return relax.Call(minimum, [inner, high], span=call.span)
+
+    @relax.transform.function_pass(opt_level=0, name="ClipAsMinMax")
+    class ClipAsMinMax:
+        def transform_function(self, func: relax.Function, mod: tvm.IRModule, _ctx: Any
+                               ) -> relax.Function:
+            return Rewriter(mod).visit_expr(func)
+
+    return ClipAsMinMax()
 
 
 def bind_params(mod: tvm.IRModule, params: Mapping[str, Any] | None = None) -> tvm.IRModule:
