@@ -143,3 +143,30 @@ def _constants(mod):
 
     tvm.relax.analysis.post_order_visit(mod["main"].body, visit)
     return found
+
+
+def test_entries_carry_what_reprices_their_plans(bundle):
+    """The entry's graph (gzipped JSON, read back without TVM) and each plan's device per op
+    give the plan's predicted time again."""
+    import gzip
+
+    from partition_lab.core.plan import PartitionPlan
+    from partition_lab.cost_models.base import evaluate
+    from partition_lab.executors.graph_io import graph_from_dict
+
+    manifest = build.load_manifest(bundle)
+    raw = next(e for e in manifest["models"] if e["key"] == "convnet@tensorcore")
+    with gzip.open(bundle / raw["graph_file"], "rt") as handle:
+        graph = graph_from_dict(json.load(handle))
+    analysis = partition_lab.analyze(load("convnet"), "tensorcore")
+    assert len(graph) == len(analysis.graph)
+    for plan in raw["plans"]:
+        if plan["name"] == build.BASELINE:
+            assert "op_devices" not in plan
+            continue
+        devices = plan["op_devices"]
+        assert len(devices) == len(graph)
+        assert {d: devices.count(d) for d in set(devices)} == plan["devices"]
+        again = PartitionPlan.from_devices(analysis.graph, analysis.support, "again", devices)
+        assert evaluate(again, analysis.cost_model).total * 1e3 == \
+            pytest.approx(plan["predicted_ms"])

@@ -259,6 +259,8 @@ def build_plans(rg: RelaxGraph, plans: Sequence[NamedPlan], libs: LibraryCache, 
             "name": named.name, "also": named.also, "strategy": plan.strategy,
             "predicted_ms": None if named.predicted_s is None else named.predicted_s * 1e3,
             "devices": _device_counts(plan), "regions": regions,
+            # every op's device, in graph order (the entry's graph_file): to re-price the plan
+            "op_devices": [plan.device_of(n) for n in range(len(plan.graph))],
             "outputs": [tensor_name(ref) for ref in rg.graph.outputs]})
     return entries
 
@@ -332,12 +334,28 @@ def build_model(mod: tvm.IRModule, name: str, platforms: Sequence[str], out_dir:
             "weights_file": None, "plans": entry_plans,
             "build_s": round(time.perf_counter() - start, 2),
             "compile_s": round(libs.build_s - built_before, 2)}
+        entry["graph_file"] = write_graph(out, key, analysis.graph)
         if weights == "file":
             file = f"weights_{_safe(key)}.npz"
             np.savez(out / file, **values)
             entry["weights_file"] = file
         entries.append(entry)
     return entries
+
+
+def write_graph(out: Path, key: str, graph: Any) -> str:
+    """The entry's OpGraph (the prepared module's, which the plans' ``op_devices`` index) as
+    gzipped JSON (``graph_io.graph_to_dict``; ``graph_from_dict`` reads it back without TVM):
+    with the platform, enough to re-price every plan with a cost model."""
+    import gzip
+
+    from ..executors.graph_io import graph_to_dict
+
+    (out / "graphs").mkdir(exist_ok=True)
+    file = f"graphs/{_safe(key)}.json.gz"
+    with gzip.open(out / file, "wt") as handle:
+        json.dump(graph_to_dict(graph), handle)
+    return file
 
 
 def _safe(text: str) -> str:
