@@ -67,20 +67,22 @@ def measured_medians(paths: Sequence[Path]) -> dict[str, dict[str, list[float]]]
 
 
 def torch_medians(paths: Sequence[Path]) -> dict[str, dict[str, float]]:
-    """``{model@platform: {plan: median ms}}`` from ``evidence.py`` results (the interleaved
-    timing where it ran, else each plan's own timing)."""
+    """``{model@platform: {plan: median ms}}`` from ``evidence.py`` results: the plans timed in
+    turns (``--interleave all``) where they were, else each plan's own timing; a plan the same
+    as another (``same_plan_as``) gets that one's time."""
     out: dict[str, dict[str, float]] = {}
     for path in paths:
-        data = json.loads(path.read_text())
-        for row in data.get("models", data.get("rows", [])):
+        for row in json.loads(path.read_text()).get("models", []):
             key = f"{row.get('model')}@{row.get('platform')}"
-            times: dict[str, float] = {}
+            times = {name: rec["median_s"] * 1e3 for name, rec in row.get("plans", {}).items()
+                     if isinstance(rec, Mapping) and "median_s" in rec}
+            turns = {name: rec["median_s"] * 1e3
+                     for name, rec in (row.get("interleaved") or {}).items()
+                     if isinstance(rec, Mapping) and "median_s" in rec}
+            times |= turns
             for name, rec in row.get("plans", {}).items():
-                if isinstance(rec, Mapping) and "median_ms" in rec:
-                    times[name] = rec["median_ms"]
-            for name, rec in (row.get("interleaved") or {}).get("plans", {}).items():
-                if isinstance(rec, Mapping) and "median_ms" in rec:
-                    times[name] = rec["median_ms"]
+                if isinstance(rec, Mapping) and rec.get("same_plan_as") in times:
+                    times[name] = times[rec["same_plan_as"]]
             if times:
                 out.setdefault(key, {}).update(times)
     return out
@@ -94,7 +96,7 @@ def entry_plans(bundle: Path, entry: Mapping[str, Any]) -> tuple[Any, dict[str, 
     support = support_table(graph, platform)
     plans = {}
     for raw in entry["plans"]:
-        devices = raw.get("devices_per_op")
+        devices = raw.get("op_devices")
         if raw["name"] == BASELINE or not devices:
             continue
         plans[raw["name"]] = PartitionPlan.from_devices(graph, support, raw["name"], devices)
@@ -150,12 +152,12 @@ def report_row(bundle: Path, entry: Mapping[str, Any], measured: Mapping[str, li
     correlations = {label: spearman([r["predicted_ms"][label] for r in rows], measured_col)
                     for label in models}
     torch_pairs = [(r["torch_ms"], r["measured_ms"]) for r in rows if r["torch_ms"] is not None]
+    torch_x, torch_y = ([p[0] for p in torch_pairs], [p[1] for p in torch_pairs])
     return {"key": entry["key"], "model": entry["model"], "platform": entry["platform"],
             "ops": len(graph), "plans": rows,
             "tvm_unpartitioned_ms": statistics.median(base) if base else None,
             "spearman": correlations,
-            "spearman_torch_executor": spearman(*zip(*torch_pairs)) if len(torch_pairs) >= 3
-            else None,
+            "spearman_torch_executor": spearman(torch_x, torch_y),
             "cost_models": {label: m.name for label, m in models.items()}}
 
 
