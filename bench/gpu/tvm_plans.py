@@ -40,6 +40,7 @@ import numpy as np
 
 HOST = "cpu"  # the host device's name in every platform
 SLOW_S = 0.2  # a plan whose warm run takes longer runs once per turn, not --repeat times
+SINGLE_S = 1.0  # a plan whose first run takes longer is timed by that run alone
 
 
 # ---------------------------------------------------------------------------- runtime
@@ -204,44 +205,61 @@ class Entry:
 
 
 def time_entry(entry: Entry, budget_s: float, repeat: int, min_rounds: int, max_rounds: int,
-               warmup: int) -> dict[str, Any]:
-    """Time every plan of ``entry`` in turns (order rotated each round) within ``budget_s``."""
+               warmup: int, single_s: float = SINGLE_S) -> dict[str, Any]:
+    """Time every plan of ``entry`` in turns (order rotated each round) within ``budget_s``.
+
+    Each plan's first run gives its outputs (compared with the first plan's) and its first
+    time; a plan whose first run takes longer than ``single_s`` (host islands of untuned TVM
+    code: seconds to tens of seconds) keeps that one run as its sample and leaves the rounds,
+    whose budget it would spend alone (its error, a first run's, is small beside the orders of
+    magnitude between it and the GPU plans)."""
     names = list(entry.plans)
-    reps = {}
+    reps: dict[str, int] = {}
+    outputs: dict[str, list[np.ndarray]] = {}
+    times: dict[str, list[float]] = {n: [] for n in names}
+    single = []
     for name in names:
-        for _ in range(warmup):
+        t0 = time.perf_counter()
+        outputs[name] = [t.numpy() for t in entry.run(name)]
+        took = time.perf_counter() - t0
+        if took > single_s:
+            times[name].append(took)
+            single.append(name)
+            continue
+        for _ in range(warmup - 1):
             t0 = time.perf_counter()
             entry.run(name)
             took = time.perf_counter() - t0
-        reps[name] = repeat if warmup == 0 or took < SLOW_S else 1  # slow plans: once a turn
-    times: dict[str, list[float]] = {n: [] for n in names}
+        reps[name] = repeat if took < SLOW_S else 1  # slow plans: once a turn
+    turns = [n for n in names if n not in single]
     start = time.perf_counter()
     rounds = 0
-    while rounds < max_rounds:
+    while turns and rounds < max_rounds:
         elapsed = time.perf_counter() - start
         if elapsed >= budget_s and (rounds >= min_rounds or elapsed >= 2 * budget_s):
             break
-        k = rounds % len(names)
-        for name in names[k:] + names[:k]:
+        k = rounds % len(turns)
+        for name in turns[k:] + turns[:k]:
             for _ in range(reps[name]):
                 t0 = time.perf_counter()
                 entry.run(name)
                 times[name].append(time.perf_counter() - t0)
         rounds += 1
     reference = names[0]
-    ref_out = entry.outputs(reference)
+    ref_out = outputs[reference]
     plans = []
     for plan in entry.entry["plans"]:
         name = plan["name"]
         ms = [t * 1e3 for t in times[name]]
-        got = entry.outputs(name)
+        got = outputs[name]
         diff = max((_max_rel(a, b) for a, b in zip(ref_out, got, strict=True)), default=0.0)
         plans.append({
             "name": name, "also": plan.get("also", []), "strategy": plan.get("strategy"),
             "predicted_ms": plan.get("predicted_ms"), "devices": plan.get("devices"),
             "regions": len(plan["regions"]),
             "gpu_regions": sum(r["device"] != HOST for r in plan["regions"]),
-            "copies": entry.copies.get(name), "repeat": reps[name],
+            "copies": entry.copies.get(name), "repeat": reps.get(name, 1),
+            "single_run": name in single,
             "median_ms": statistics.median(ms),
             "min_ms": min(ms), "mean_ms": statistics.fmean(ms), "n": len(ms),
             "max_rel_diff_vs_" + reference: diff})
@@ -295,7 +313,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             entry = Entry(tvm, bundle, raw, cuda, manifest.get("seed", 0), modules)
             record["load_s"] = round(time.perf_counter() - t0, 2)
             record |= time_entry(entry, share, args.repeat, args.min_rounds, args.max_rounds,
-                                 args.warmup)
+                                 args.warmup, args.single_s)
             del entry
         except Exception as exc:  # noqa: BLE001 - one failing entry must not lose the others
             record["error"] = f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1:]}"
@@ -434,6 +452,8 @@ def main(argv: list[str] | None = None) -> Any:
     r.add_argument("--min-rounds", type=int, default=3)
     r.add_argument("--max-rounds", type=int, default=200)
     r.add_argument("--warmup", type=int, default=2)
+    r.add_argument("--single-s", type=float, default=SINGLE_S,
+                   help="a plan whose first run takes longer is timed by that run alone")
     r.add_argument("--only", nargs="*", help="entries whose key contains one of these")
     r.add_argument("--workers", type=int, default=os.cpu_count() or 1,
                    help="processes compiling the CUDA kernels before timing (0: at load)")
