@@ -112,3 +112,14 @@ def test_an_input_shape_the_model_lacks_is_one_line(deconv_onnx, capsys):
     code, _, err = run(["compare", deconv_onnx, "--input-shape", "nope=1,2"], capsys)
     assert code == 2
     assert_one_line_error(err, "--input-shape names ['nope']")
+
+
+def test_a_symbolic_dimension_names_the_flag_that_fixes_it(tmp_path, capsys):
+    path = tmp_path / "symbolic.onnx"
+    onnx.save(models.symbolic_batch(), str(path))
+    code, _, err = run(["partition", path, "-t", TARGET], capsys)
+    assert code == 2
+    assert_one_line_error(err, "'N'", "--input-shape x=1,16,16,16")
+    code, out, err = run(["partition", path, "-t", TARGET, "--input-shape", "x=2,16,16,16"],
+                         capsys)
+    assert code == 0, err
