@@ -11,9 +11,9 @@ Public API (TVM is imported only when a name that needs it is first used)::
 from __future__ import annotations
 
 import importlib
-import importlib.util
 from typing import Any
 
+from ._optional import relax_only as _relax_only
 from ._version import __version__ as __version__
 from .core.graph import OpGraph, OpGraphBuilder, TensorType
 from .core.plan import PartitionPlan, Region
@@ -44,7 +44,7 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
         module, attr = _LAZY[name]
-        if name == "load_model" and _relax_only():
+        if name == "load_model" and _relax_only():  # apache-tvm >= 0.20: the Relax loader
             module = "partition_lab.relax.frontends"
         return getattr(importlib.import_module(module), attr)
     raise AttributeError(f"module 'partition_lab' has no attribute {name!r}")
@@ -53,10 +53,3 @@ def __getattr__(name: str) -> Any:
 def __dir__() -> list[str]:
     """The public names, the lazily imported ones included (``dir(partition_lab)``)."""
     return sorted({*globals(), *__all__})
-
-
-def _relax_only() -> bool:
-    """apache-tvm >= 0.20 is installed (Relax, no Relay): load_model uses the Relax loader."""
-    from ._optional import tvm_has_relay
-
-    return importlib.util.find_spec("tvm") is not None and not tvm_has_relay()

@@ -19,7 +19,7 @@ from types import ModuleType
 from .errors import PartitionLabError
 
 __all__ = ["MXNET_FIX", "MissingDependencyError", "RELAX_FIX", "TRANSFORMERS_FIX",
-           "require_mxnet", "require_transformers", "tvm_has_relay"]
+           "relax_only", "require_mxnet", "require_transformers", "tvm_has_relay"]
 
 MXNET_FIX = "pip install 'partition-lab[mxnet]' (Python 3.11 only)"
 #: transformers builds the zoo's hf: models (BERT-base, DistilBERT); it is in the test extra
@@ -126,4 +126,15 @@ def tvm_has_relay() -> bool:
     try:
         return importlib.util.find_spec("tvm.relay") is not None
     except ImportError:  # no tvm at all
+        return False
+
+
+def relax_only() -> bool:
+    """Whether the installed TVM is Relax only (apache-tvm >= 0.20): ``load_model`` and the
+    command line then go through :mod:`partition_lab.relax`. The one place that decides which
+    IR the package-level entry points use; a module passed in decides for itself
+    (:func:`partition_lab.api.is_relax_module`)."""
+    try:
+        return importlib.util.find_spec("tvm") is not None and not tvm_has_relay()
+    except (ImportError, ValueError):  # a broken or blocked tvm: neither stack
         return False

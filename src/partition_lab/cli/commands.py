@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from .._io import check_regular_file
+from .._optional import relax_only
 from .._outputs import check_outputs, input_files, write_together
 from .._stages import stage
 from ..errors import PartitionLabError
@@ -70,19 +71,21 @@ def _default_drawing_name(job: Job) -> str:
 
 
 def run_partition(args: argparse.Namespace) -> int:
-    """``partition-lab partition``: print the summary; with -o, write plan JSON and Relay text."""
-    from ..relay.export import SUFFIX, partitioned_text, relay_text
-
-    job = resolve_job(args)
+    """``partition-lab partition``: print the summary; with -o, write the plan JSON and the
+    partitioned module's text beside it (Relay text, or TVMScript with apache-tvm)."""
+    job = resolve_job(args)  # with apache-tvm, refuses --export (Relay text) among others
     limit = check_gate(args)
     parse_compiler(args.compiler)  # a malformed --compiler fails before loading
+    text_suffix, module_text = _module_text()
     output = Path(args.output) if args.output else None
     if output is not None:
         _check_output(output, [".json"])
     export = Path(args.export) if args.export else None
     if export is not None:
+        from ..relay.export import SUFFIX
+
         _check_output(export, [SUFFIX])
-    planned = [output, output.with_suffix(".relay")] if output is not None else []
+    planned = [output, output.with_suffix(text_suffix)] if output is not None else []
     check_outputs(planned + ([export] if export is not None else []),
                   input_files(model_file(job.model), job.target, job.profile_cache))
     result = run_partition_job(job, args)
@@ -91,17 +94,30 @@ def run_partition(args: argparse.Namespace) -> int:
     files: dict[Path, bytes] = {}
     if output is not None:
         files[output] = result.to_json().encode("utf-8") + b"\n"
-        files[output.with_suffix(".relay")] = \
-            relay_text(result.mod).encode("utf-8")
+        files[output.with_suffix(text_suffix)] = module_text(result.mod).encode("utf-8")
     if export is not None:
+        from ..relay.export import partitioned_text
+
         files[export] = partitioned_text(result.mod).encode("utf-8")
     if files:
         write_together(files)
     if output is not None:
-        print(f"wrote {output} and {output.with_suffix('.relay')}")
+        print(f"wrote {output} and {output.with_suffix(text_suffix)}")
     if export is not None:
         print(f"wrote {export} (the partitioned module with its weights)")
     return gate_status(result.plan, limit)
+
+
+def _module_text() -> tuple[str, Callable[[Any], str]]:
+    """The suffix and the printer of the partitioned module's text for reading (weights elided):
+    Relay text (``.relay``), or the Relax module's TVMScript (``.relax``) with apache-tvm."""
+    if relax_only():
+        from . import relax
+
+        return relax.TEXT_SUFFIX, relax.module_text
+    from ..relay.export import relay_text
+
+    return ".relay", relay_text
 
 
 def run_compare(args: argparse.Namespace) -> int:
@@ -153,6 +169,10 @@ def run_profile(args: argparse.Namespace) -> int:
     check_regular_file(model, "bundle" if bundle else "model", PartitionLabError)
     if bundle and not Path(model).is_file():
         raise PartitionLabError(f"bundle {model} does not exist")
+    if relax_only():  # a model is converted and built through Relay; a bundle needs no TVM
+        from . import relax
+
+        relax.check_profile(bundle, args.runner)
     if not bundle and not is_zoo_model(model) and not Path(model).exists():
         raise PartitionLabError(f"model {model} does not exist ({MODEL_HELP})")
     if is_zoo_model(model):

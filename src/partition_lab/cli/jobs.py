@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import strategies
+from .._optional import relax_only
 from ..core.platform import HOST, Platform
 from ..cost_models import available_profiles, get_cost_model, load_profile
 from ..errors import InputShapeError, PartitionLabError, ProfileError, TargetSpecError
@@ -128,6 +129,10 @@ class Job:
 def resolve_job(args: argparse.Namespace, *, default_model: bool = False) -> Job:
     """Check target, strategy, options and shapes up front, so bad input fails in milliseconds."""
     model = args.model
+    if relax_only():  # apache-tvm >= 0.20: what needs Relay is refused before anything loads
+        from . import relax
+
+        relax.check_job(args, model)
     target_name, strategy = args.target, getattr(args, "strategy", None)
     if model is None and default_model:
         model = default_model_name()
@@ -187,6 +192,10 @@ def load(job: Job, frontend: str | None, debug: bool = False,
     reading the converted one): a model the converted-model cache holds comes back as
     ``(Deferred, None)``, its module read only when needed."""
     with job.progress.step(f"loading {job.model}"):
+        if relax_only():  # an .onnx file (resolve_job refused the rest): the Relax loader
+            from . import relax
+
+            return relax.load(job.model, job.input_shapes, debug)
         if is_zoo_model(job.model):
             from .. import zoo
 

@@ -250,7 +250,8 @@ def _add_partition(commands: Any) -> None:
               + PLAN_JSON_DOC + "\n" + _choices_text())
     _add_model_options(sub)
     sub.add_argument("-o", "--output", metavar="PLAN.json", help="write the plan as JSON here "
-                     "and the partitioned Relay text with suffix .relay")
+                     "and the partitioned Relay text with suffix .relay (with apache-tvm, "
+                     "Relax: the module's TVMScript, suffix .relax)")
     sub.add_argument("--export", metavar="FILE.relay", help="write the partitioned module with "
                      "its weights (Relay text with metadata) for a BYOC codegen")
     sub.add_argument("--compiler", action="append", default=[], metavar="NAME|DEVICE=NAME",

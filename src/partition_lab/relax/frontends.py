@@ -24,7 +24,13 @@ from typing import Any
 import tvm
 from tvm import relax
 
-from ..errors import ModelFormatError, ModelNotFoundError, UnsupportedOperatorError
+from .._audience import shape_name, shapes_option
+from ..errors import (
+    InputShapeError,
+    ModelFormatError,
+    ModelNotFoundError,
+    UnsupportedOperatorError,
+)
 
 Shapes = Mapping[str, Sequence[int]]
 
@@ -67,6 +73,7 @@ def from_onnx(model: Any, shapes: Shapes | None = None, *,
     """``tvm.relax.frontend.onnx.from_onnx`` with ONNX node names on the calls' spans."""
     from tvm.relax.frontend.onnx import from_onnx as relax_from_onnx
 
+    _check_shapes(model, shapes or {})
     shape_dict = {k: list(v) for k, v in (shapes or {}).items()} or None
     if not shape_dict:  # with shapes given, the file's own may be symbolic: nothing to fold
         model = fold_static_shapes(model)
@@ -77,6 +84,23 @@ def from_onnx(model: Any, shapes: Shapes | None = None, *,
         except tvm.error.OpNotImplemented as exc:
             raise UnsupportedOperatorError(str(exc).strip().splitlines()[-1]) from exc
     return mod.with_attr("partition_lab.name", name) if name else mod
+
+
+def _check_shapes(model: Any, shapes: Shapes) -> None:
+    """:class:`InputShapeError` (one line) for a shape given to an input the model does not have,
+    or of another rank than the input's: TVM's importer ignores the first and fails on the
+    second deep inside a converter, with the expression printed."""
+    weights = {init.name for init in model.graph.initializer}
+    ranks = {i.name: len(i.type.tensor_type.shape.dim) for i in model.graph.input
+             if i.name not in weights}
+    unknown = sorted(set(shapes) - set(ranks))
+    if unknown:
+        raise InputShapeError(f"{shapes_option()} names {unknown}, which the model does not have "
+                              f"as inputs; its inputs are {list(ranks)}")
+    for name, shape in shapes.items():
+        if ranks[name] and len(shape) != ranks[name]:  # rank 0: the file declares no shape
+            raise InputShapeError(f"{shape_name(name)} = {tuple(shape)} has rank {len(shape)} "
+                                  f"but the model's input {name!r} has rank {ranks[name]}")
 
 
 #: Initializers up to this many elements count as shape data when folding (a reshape's target,

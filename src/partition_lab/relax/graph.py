@@ -20,6 +20,7 @@ from typing import Any
 import tvm
 from tvm import relax
 
+from .._audience import is_command_line, shapes_hint
 from ..core.graph import OpGraph, OpNode, TensorType
 from ..core.ops import estimate_flops
 from ..errors import PartitionLabError, SymbolicShapeError
@@ -97,10 +98,13 @@ def check_static(func: relax.Function) -> None:
 def _symbolic_message(input_name: str, dims: list[Any], dim: Any) -> str:
     shape = "(" + ", ".join(str(_int(d)) if _is_int(d) else str(d) for d in dims) + ")"
     example = tuple(_int(d) if _is_int(d) else 1 for d in dims)
-    return (f"input {input_name!r} has the symbolic dimension {str(dim)!r} (shape {shape}); "
-            f"partitioning needs static shapes: bind it, e.g. "
-            f"mod = tvm.relax.transform.BindSymbolicVars({{{str(dim)!r}: 1}})(mod), or load "
-            f"the model with a static shape: load_model(path, {{{input_name!r}: {example}}})")
+    start = (f"input {input_name!r} has the symbolic dimension {str(dim)!r} (shape {shape}); "
+             "partitioning needs static shapes: ")
+    if is_command_line():  # the command line loads the model: a shape at load is the fix
+        return start + f"pass {shapes_hint({input_name: example})} (the size you want)"
+    return start + (f"bind it, e.g. mod = tvm.relax.transform.BindSymbolicVars("
+                    f"{{{str(dim)!r}: 1}})(mod), or load the model with a static shape: "
+                    f"load_model(path, {{{input_name!r}: {example}}})")
 
 
 def _dims(ty: Any) -> list[Any]:
