@@ -114,18 +114,27 @@ def time_ops(args: argparse.Namespace) -> dict[str, Any]:
             results["floors"][lib["role"]] = time_floor(tvm, vm, devices[lib["role"]])
     results["copies"] = time_copies(tvm, devices["host"], devices["gpu"])
     save()
+    done = _timed_before(args.resume)
+    if args.resume:
+        results["resumed_from"] = args.resume
     for lib in manifest["libraries"]:
         if lib["floor"] or not lib["built"]:
             continue
         dev = devices[lib["role"]]
-        record: dict[str, Any] = {"lib": lib["lib"], "role": lib["role"], "functions": {}}
+        before = done.get(lib["lib"], {})
+        record: dict[str, Any] = {"lib": lib["lib"], "role": lib["role"],
+                                  "functions": dict(before)}
         results["libraries"].append(record)
+        if all(fn["name"] in before for fn in lib["functions"]):
+            continue  # every function timed by the run resumed: the library is not loaded
         try:
             vm = VirtualMachine(tvm.runtime.load_module(str(bundle / lib["lib"])), dev)
         except Exception as exc:  # noqa: BLE001 - the other libraries still load
             record["error"] = _error(exc)
             continue
         for fn in lib["functions"]:
+            if fn["name"] in before:
+                continue
             if time.perf_counter() > deadline:
                 record["functions"][fn["name"]] = {"skipped": "time budget spent"}
                 continue
@@ -139,6 +148,15 @@ def time_ops(args: argparse.Namespace) -> dict[str, Any]:
     results["total_s"] = round(time.perf_counter() - start, 1)
     save()
     return results
+
+
+def _timed_before(path: str | None) -> dict[str, dict[str, Any]]:
+    """``{library: {function: record}}`` of the functions an earlier run (``--resume``) timed."""
+    if not path:
+        return {}
+    earlier = json.loads(Path(path).read_text())
+    return {lib["lib"]: {name: rec for name, rec in lib["functions"].items() if "median_s" in rec}
+            for lib in earlier.get("libraries", [])}
 
 
 def _arguments(tvm: Any, fn: dict[str, Any], dev: Any, seed: int) -> list[Any]:
@@ -272,6 +290,8 @@ def main(argv: list[str] | None = None) -> Any:
     t.add_argument("--repeat", type=int, default=10)
     t.add_argument("--min-repeat-ms", type=float, default=5.0)
     t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--resume", help="an earlier run's timings: its timed functions are kept, "
+                                    "the rest timed")
     t.add_argument("--workers", type=int, default=os.cpu_count() or 1,
                    help="processes compiling the CUDA kernels before timing (0: at load)")
     t.add_argument("--cubin-cache", help="compiled kernels (default: BUNDLE/cubin_cache)")

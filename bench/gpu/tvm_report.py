@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import math
 import statistics
 import sys
 from collections.abc import Mapping, Sequence
@@ -151,18 +152,33 @@ def report_row(bundle: Path, entry: Mapping[str, Any], measured: Mapping[str, li
     measured_col = [r["measured_ms"] for r in rows]
     correlations = {label: spearman([r["predicted_ms"][label] for r in rows], measured_col)
                     for label in models}
+    best = min(measured_col)
+    # the decision: the plan each predictor ranks first, measured against the best measured
+    regret = {label: min(rows, key=lambda r: r["predicted_ms"][label])["measured_ms"] / best
+              for label in models}
+    log_error = {label: statistics.median(abs(math.log(r["predicted_ms"][label] /
+                                                       r["measured_ms"])) for r in rows)
+                 for label in models}
     torch_pairs = [(r["torch_ms"], r["measured_ms"]) for r in rows if r["torch_ms"] is not None]
     torch_x, torch_y = ([p[0] for p in torch_pairs], [p[1] for p in torch_pairs])
     return {"key": entry["key"], "model": entry["model"], "platform": entry["platform"],
             "ops": len(graph), "plans": rows,
             "tvm_unpartitioned_ms": statistics.median(base) if base else None,
-            "spearman": correlations,
+            "spearman": correlations, "regret": regret, "median_abs_log_error": log_error,
+            "withheld": withheld_counts(caches, entry["model"]),
             "spearman_torch_executor": spearman(torch_x, torch_y),
             "cost_models": {label: m.name for label, m in models.items()}}
 
 
+def withheld_counts(caches: Mapping[str, dict[str, Any]], model: str) -> dict[str, int]:
+    """Per cache, how many op signatures leave-one-model-out withholds for ``model``."""
+    return {label: sum(withheld_cache(cache, model, set(), "lomo")[1].values())
+            for label, cache in caches.items()}
+
+
 def summarise(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Per predictor: rows with a correlation, its median, and rows at >= 0.9."""
+    """Per predictor: rows with a correlation, its median and rows at >= 0.9; the rows whose
+    predicted-best plan measured within 5% of the best; the median |log(predicted/measured)|."""
     labels = sorted({label for row in rows for label in row["spearman"]})
     out = {}
     for label in labels + ["torch_executor"]:
@@ -171,7 +187,15 @@ def summarise(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         values = [v for v in values if v is not None]
         out[label] = {"rows": len(values),
                       "median": statistics.median(values) if values else None,
-                      "at_least_0.9": sum(v >= 0.9 for v in values)}
+                      "at_least_0.9": sum(v >= 0.9 - 1e-9 for v in values)}
+        if label != "torch_executor":
+            regrets = [row["regret"][label] for row in rows if label in row["regret"]]
+            errors = [row["median_abs_log_error"][label] for row in rows
+                      if label in row["median_abs_log_error"]]
+            out[label] |= {"best_within_5pct": sum(r <= 1.05 for r in regrets),
+                           "worst_regret": max(regrets, default=None),
+                           "median_abs_log_error": statistics.median(errors) if errors
+                           else None}
     return out
 
 
@@ -194,9 +218,15 @@ def markdown(report: Mapping[str, Any]) -> str:
                      + _rho(row["spearman_torch_executor"]) + " | "
                      + " | ".join(_rho(row["spearman"].get(label)) for label in report["labels"])
                      + " |")
-    lines += ["", "| predictor | rows | median Spearman | rows >= 0.9 |", "|---|---|---|---|"]
+    lines += ["", "| predictor | rows | median Spearman | rows >= 0.9 | predicted best within "
+              "5% of measured best | worst (measured time of predicted best / best) | median "
+              "abs log error (predicted/measured) |", "|---|---|---|---|---|---|---|"]
     for label, s in report["summary"].items():
-        lines.append(f"| {label} | {s['rows']} | {_rho(s['median'])} | {s['at_least_0.9']} |")
+        extra = ("| | |" if "best_within_5pct" not in s else
+                 f"| {s['best_within_5pct']} | {_rho(s['worst_regret'])} | "
+                 f"{_rho(s['median_abs_log_error'])} |")
+        lines.append(f"| {label} | {s['rows']} | {_rho(s['median'])} | {s['at_least_0.9']} "
+                     + extra)
     return "\n".join(lines) + "\n"
 
 
