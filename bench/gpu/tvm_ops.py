@@ -1,7 +1,7 @@
 """Op signatures built by TVM, timed one by one: a profile of TVM's kernels (issue 22, item 4).
 
 ``build`` (here, Relax venv: apache-tvm 0.27 + partition_lab) collects every distinct op
-signature of the models' platform devices (``partition_lab.relax.op_profile``), builds them in
+signature of the models' platform devices (``partition_lab.profiling.relax_ops``), builds them in
 a few libraries per role (GPU devices: cuda sm_90; host: llvm; ``--cpu``: all llvm) and writes
 a bundle: ``manifest.json``, ``libs/*.so``, copies of this file and of ``tvm_plans.py`` (whose
 ``setup_tvm``/``random_array`` the timing uses) and, with ``--site``, a runtime-only TVM.
@@ -43,8 +43,8 @@ COPY_SIZES = (1 << 12, 1 << 16, 1 << 20, 1 << 24, 1 << 26)  # bytes: 4 KiB .. 64
 
 # ---------------------------------------------------------------------------- build (here)
 def build(args: argparse.Namespace) -> None:
+    from partition_lab.profiling import relax_ops as op_profile
     from partition_lab.relax import build as relax_build
-    from partition_lab.relax import op_profile
 
     relax_build.env_compile_mode()
     relax_build.LibraryCache.tensor_cores_crashed = args.tensor_cores == "off"

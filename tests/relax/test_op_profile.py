@@ -22,9 +22,10 @@ from partition_lab.core.plan import PartitionPlan
 from partition_lab.cost_models import ProfiledCostModel, op_signature
 from partition_lab.cost_models.base import evaluate
 from partition_lab.cost_models.cache_records import ProfileCache
+from partition_lab.profiling import relax_ops as op_profile
 from partition_lab.profiling import tvm_built
 from partition_lab.profiling.profile import signatures_per_device
-from partition_lab.relax import api, op_profile
+from partition_lab.relax import api
 
 os.environ.setdefault("TOPHUB_LOCATION", "NONE")
 SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "gpu" / "tvm_ops.py"

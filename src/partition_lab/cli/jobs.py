@@ -14,9 +14,10 @@ from .. import strategies
 from .._optional import relax_only
 from ..core.platform import HOST, Platform
 from ..cost_models import available_profiles, get_cost_model, load_profile
-from ..errors import InputShapeError, PartitionLabError, ProfileError, TargetSpecError
+from ..errors import InputShapeError, ProfileError, TargetSpecError
 from ..progress import Progress
 from ..targets import get_platform
+from .usage import UsageError, is_zoo_model  # noqa: F401 - is_zoo_model: used by commands
 
 PROG = "partition-lab"
 DEFAULT_MODEL = "zoo:simple_pose_resnet152_v1b"
@@ -42,8 +43,6 @@ MODEL_HELP = ("an .onnx file, a PyTorch .pt2 file (torch.export.save), an MXNet 
               "refused")
 
 
-class UsageError(PartitionLabError):
-    """A command-line usage error (argparse's), reported like every other error."""
 
 
 
@@ -233,13 +232,6 @@ def model_label(model: str) -> str:
 def model_file(model: str) -> str | None:
     """The model argument if it names a file, None for a zoo model."""
     return None if is_zoo_model(model) else model
-
-
-def is_zoo_model(model: str) -> bool:
-    """Whether MODEL names a zoo model (``zoo:NAME``, ``tv:NAME``, ``hf:NAME``), not a file."""
-    from ..zoo import is_spec
-
-    return is_spec(model)
 
 
 def default_model_name() -> str:

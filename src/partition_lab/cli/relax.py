@@ -22,7 +22,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from .jobs import UsageError, is_zoo_model
+from .usage import UsageError, is_zoo_model
 
 #: Where the refused paths work, as the messages name it.
 RELAY_STACK = "the Relay stack (TVM 0.19: pip install partition-lab, the default venv)"

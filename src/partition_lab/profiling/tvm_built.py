@@ -1,6 +1,6 @@
 """Timings of TVM-built kernels -> a profile cache (issue 22, item 4). Needs no TVM.
 
-:mod:`partition_lab.relax.op_profile` builds every op signature of some models' platforms with
+:mod:`partition_lab.profiling.relax_ops` builds every op signature of some models' platforms with
 TVM (``manifest.json``, format ``partition_lab.tvm_ops/1``); ``bench/gpu/tvm_ops.py time`` times
 each function on the device (runtime-only TVM). :func:`timings_to_cache` turns both into a
 profile cache (``partition_lab.profile_cache/1``) whose entries have the runner ``tvm-built``:

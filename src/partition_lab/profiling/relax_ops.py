@@ -37,9 +37,9 @@ from ..core.patterns import Unit, composite_node
 from ..core.support import Support
 from ..cost_models.base import priced_whole
 from ..cost_models.signatures import op_signature
-from ..profiling.profile import signatures_per_device
-from . import build
-from .graph import RelaxGraph
+from ..relax import build
+from ..relax.graph import RelaxGraph
+from .profile import signatures_per_device
 
 FORMAT = "partition_lab.tvm_ops/1"
 ROLES = ("gpu", "host")
@@ -90,7 +90,7 @@ class OpCollector:
     def add_model(self, mod: tvm.IRModule, name: str, platforms: Sequence[str],
                   log: Callable[[str], None] | None = None) -> None:
         """Add every signature ``mod`` may run on each device of each platform."""
-        from . import api
+        from ..relax import api
 
         say = log or (lambda _msg: None)
         for platform in platforms:
