@@ -75,7 +75,7 @@ $(PY_VENV)/.installed: setup.cfg pyproject.toml
 	@touch $@
 
 test-relax: $(RELAX_VENV)/.installed
-	PARTITION_LAB_REQUIRE_MXNET=0 PARTITION_LAB_REQUIRE_TORCH=0 $(RELAX_VENV)/bin/python -m pytest -q tests/relax
+	PARTITION_LAB_REQUIRE_MXNET=0 PARTITION_LAB_REQUIRE_TORCH=1 $(RELAX_VENV)/bin/python -m pytest -q tests/relax
 
 $(RELAX_VENV)/.installed: requirements-relax.txt setup.cfg pyproject.toml
 	@[ -n "$(RELAX_PYTHON)" ] || { echo "test-relax: no Python $(RELAX_PY) in $(PYENV_VERSIONS) (pyenv install $(RELAX_PY), or RELAX_PY=3.13)" >&2; exit 1; }
