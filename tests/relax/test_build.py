@@ -3,16 +3,14 @@ the CPU: every region built for llvm (``--cpu``), outputs == the unpartitioned l
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
-from functools import cache
 from pathlib import Path
 
-import models
 import numpy as np
 import pytest
 import tvm
+from helpers import bench_script, load
 
 import partition_lab
 from partition_lab.relax import build
@@ -20,22 +18,12 @@ from partition_lab.relax.graph import is_tensor_constant
 from partition_lab.relax.runtime import run_llvm
 
 os.environ.setdefault("TOPHUB_LOCATION", "NONE")
-DRIVER = Path(__file__).resolve().parents[2] / "bench" / "gpu" / "tvm_plans.py"
 MODELS = ("convnet", "upsample", "depthwise")
 PLATFORMS = ("tensorcore", "neuron")
 
 
-@cache
 def driver():
-    spec = importlib.util.spec_from_file_location("tvm_plans_driver", DRIVER)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-@cache
-def load(name: str) -> tvm.IRModule:
-    return partition_lab.load_model(models.MODELS[name]())[0]
+    return bench_script("tvm_plans.py")
 
 
 @pytest.fixture(scope="module")

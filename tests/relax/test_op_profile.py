@@ -5,18 +5,15 @@ validates and prices plans (no wall-clock assertions)."""
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
 import math
 import os
-from functools import cache
 from pathlib import Path
 
-import models
 import pytest
 import tvm
+from helpers import bench_script, load
 
-import partition_lab
 from partition_lab.core.patterns import COMPOSITE_OP_PREFIX, composite_node
 from partition_lab.core.plan import PartitionPlan
 from partition_lab.cost_models import ProfiledCostModel, op_signature
@@ -28,22 +25,12 @@ from partition_lab.profiling.profile import signatures_per_device
 from partition_lab.relax import api
 
 os.environ.setdefault("TOPHUB_LOCATION", "NONE")
-SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "gpu" / "tvm_ops.py"
 MODELS = ("convnet", "attention")  # attention: a unit priced whole on neuron's accelerator
 PLATFORMS = ("tensorcore", "neuron")
 
 
-@cache
 def script():
-    spec = importlib.util.spec_from_file_location("tvm_ops_driver", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-@cache
-def load(name: str) -> tvm.IRModule:
-    return partition_lab.load_model(models.MODELS[name]())[0]
+    return bench_script("tvm_ops.py")
 
 
 @pytest.fixture(scope="module")
