@@ -4,7 +4,7 @@
 # and one for the newest Python that pyenv has (CI runs it after make test):
 #   make test-py [PY=3.13]   - the suite on that Python, without MXNet (its tests skip)
 # and one for the Relax adapter (apache-tvm 0.27, its own venv; CI runs it last):
-#   make test-relax [RELAX_PY=3.12]   - tests/relax in .venv-relax
+#   make test-relax [RELAX_PY=3.12]   - tests/relax in .venv-relax (Python 3.11 by default)
 SHELL := /bin/bash
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
@@ -25,8 +25,11 @@ PY_PYTHON = $(shell ls -d $(PYENV_VERSIONS)/$(PY).*/bin/python 2>/dev/null | sor
 PY_VENV = .venv-py$(PY)
 # test-relax: apache-tvm 0.27 and the TVM 0.19 wheel both install `tvm`, so the Relax stack has a
 # venv of its own: requirements-relax.txt, then this package with --no-deps (no TVM 0.19).
-RELAX_PY ?= 3.12
-RELAX_PYTHON = $(shell ls -d $(PYENV_VERSIONS)/$(RELAX_PY).*/bin/python 2>/dev/null | sort -V | tail -n 1)
+# Python 3.11 by default: torch (its torch.export test) is then the 700 MB CPU wheel
+# (torch==2.13.0 lies on this workplace's disk for 3.11), not a CUDA build of several GB, which
+# beside the other two venvs' torch filled CI's disk. RELAX_PY=3.12 or 3.13 takes one from pyenv.
+RELAX_PY ?= 3.11
+RELAX_PYTHON = $(if $(filter 3.11,$(RELAX_PY)),$(PYTHON),$(shell ls -d $(PYENV_VERSIONS)/$(RELAX_PY).*/bin/python 2>/dev/null | sort -V | tail -n 1))
 RELAX_VENV = .venv-relax
 
 .PHONY: setup demo test test-py test-relax print-py bench lint clean
