@@ -7,10 +7,19 @@ one test times real plans with the PyTorch executor on this CPU through the CLI.
 from __future__ import annotations
 
 import json
+import statistics
 
 import pytest
 
-from partition_lab.choice import Candidate, choose, decide, propose
+from partition_lab.choice import (
+    Candidate,
+    choose,
+    decide,
+    measure_and_decide,
+    propose,
+    ratios_to_greedy,
+    shortlist,
+)
 from partition_lab.core.plan import PartitionPlan
 from partition_lab.cost_models import get_cost_model
 from partition_lab.errors import PartitionLabError
@@ -24,25 +33,163 @@ def _planned(release: str = "neuron@2020"):  # noqa: ANN202
     return graph, _support(platform, graph), get_cost_model(platform)
 
 
-def _candidate(name: str, times: list[float]) -> Candidate:
-    return Candidate(name, None, 1.0, 0.1, list(times))  # type: ignore[arg-type]
+def _candidate(name: str, times: list[float], confirm: list[float] | None = None) -> Candidate:
+    return Candidate(name, None, 1.0, 0.1, list(times), list(confirm or []))  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------------------- the rule
-def test_a_candidate_faster_in_three_rounds_of_four_wins_and_the_fastest_such_is_chosen() -> None:
-    greedy = _candidate("greedy", [1.0] * 8)
-    steady = _candidate("steady", [0.9] * 8)
-    faster = _candidate("faster", [0.8] * 6 + [1.1] * 2)  # faster in 6 of 8 rounds
+def _one_stage_rule(candidates: list[Candidate]) -> str:
+    """The rule before the confirming stage (kept here as the reference the simulation compares
+    with): the fastest by median among plans faster than greedy in three screening rounds of
+    four."""
+    greedy = candidates[0]
+    winners = []
+    for candidate in candidates[1:]:
+        ratios = sorted(ratios_to_greedy(candidate.measured_s, greedy.measured_s))
+        if ratios and ratios[int(0.75 * (len(ratios) - 1))] < 1.0:
+            winners.append((statistics.median(ratios), candidate.name))
+    return min(winners)[1] if winners else greedy.name
+
+
+def test_the_lowest_pooled_ratio_wins_where_both_stages_beat_greedy() -> None:
+    greedy = _candidate("greedy", [1.0] * 8, [1.0] * 8)
+    steady = _candidate("steady", [0.9] * 8, [0.9] * 8)
+    faster = _candidate("faster", [0.8] * 8, [0.95] * 8)  # pooled sqrt(0.8 * 0.95) = 0.872
     chosen, why = decide([greedy, steady, faster])
     assert chosen == "faster"
-    assert "three rounds of four" in why and "0.800x" in why
+    assert "0.872x greedy's time pooled, 0.950x when timed again" in why
 
 
-def test_a_candidate_faster_in_only_half_the_rounds_leaves_greedy() -> None:
-    greedy = _candidate("greedy", [1.0] * 8)
-    lucky = _candidate("lucky", [0.5] * 4 + [1.2] * 4)  # a lower median, but only half the time
+def test_a_plan_not_faster_when_timed_again_leaves_greedy() -> None:
+    greedy = _candidate("greedy", [1.0] * 8, [1.0] * 8)
+    lucky = _candidate("lucky", [0.7] * 8, [1.01] * 8)  # pooled 0.84, but slower in confirming
     chosen, why = decide([greedy, lucky])
     assert chosen == "greedy" and "greedy's plan kept" in why
+    unconfirmed = _candidate("unconfirmed", [0.7] * 8)
+    assert decide([_candidate("greedy", [1.0] * 8), unconfirmed])[0] == "greedy"
+
+
+def test_the_shortlist_is_the_two_lowest_medians_below_greedys() -> None:
+    greedy = _candidate("greedy", [1.0] * 6)
+    slower = _candidate("slower", [1.1] * 6)
+    a, b, c = (_candidate(n, [r] * 6) for n, r in (("a", 0.97), ("b", 0.9), ("c", 0.95)))
+    assert [x.name for x in shortlist([greedy, slower, a, b, c])] == ["b", "c"]
+    assert shortlist([greedy, slower]) == []
+
+
+def _stateful_timer(screen: dict[str, float], confirm: dict[str, float], rounds: int = 8):  # noqa: ANN202
+    """A timer whose first call (screening) and second call (confirming) report other times,
+    as two sets of executors on a real machine may."""
+    calls: list[list[str]] = []
+
+    def timer(plans):  # noqa: ANN001, ANN202
+        calls.append(list(plans))
+        table = screen if len(calls) == 1 else confirm
+        return {n: [table.get(n, 1.0)] * rounds for n in plans}
+
+    return timer, calls
+
+
+def test_a_screening_winner_that_is_not_faster_when_timed_again_leaves_greedy() -> None:
+    graph, support, model = _planned()
+    names = [c.name for c in propose(graph, support, model, k=2)]
+    lucky = names[-1]
+    timer, calls = _stateful_timer({lucky: 0.8}, {lucky: 1.02})
+    choice = choose(graph, support, model, k=2, timer=timer)
+    assert choice.chosen == "greedy" and "when timed again" in choice.reason
+    assert calls[1] == ["greedy", lucky]  # only greedy and the shortlist are timed again
+    assert choice.shortlist == [lucky]
+    record = choice.plan.choice
+    assert record is not None
+    assert [c["plan"] for c in record["candidates"] if "confirm_s" in c] == ["greedy", lucky]
+
+
+def test_a_gain_seen_by_median_only_is_confirmed_in_fresh_rounds_and_taken() -> None:
+    graph, support, model = _planned()
+    names = [c.name for c in propose(graph, support, model, k=2)]
+    steady = names[1]
+    calls: list[int] = []
+
+    def timer(plans):  # noqa: ANN001, ANN202
+        calls.append(len(plans))
+        if len(calls) == 1:  # screening: faster by median, but in only 5 rounds of 8
+            return {n: ([0.9] * 5 + [1.05] * 3 if n == steady else [1.0] * 8) for n in plans}
+        return {n: [0.93 if n == steady else 1.0] * 8 for n in plans}
+
+    choice = choose(graph, support, model, k=2, timer=timer)
+    assert choice.chosen == steady and "0.930x when timed again" in choice.reason
+    # the one-stage rule on the same screening rounds would have kept greedy
+    assert _one_stage_rule(choice.candidates) == "greedy"
+
+
+def test_nothing_faster_by_median_skips_confirming() -> None:
+    graph, support, model = _planned()
+    timer, calls = _stateful_timer({}, {})
+    choice = choose(graph, support, model, k=2, timer=timer)
+    assert choice.chosen == "greedy" and len(calls) == 1
+    assert "no candidate was faster than greedy by median" in choice.reason
+
+
+def test_a_runner_that_fails_while_confirming_leaves_greedys_plan_and_no_confirming_times() -> None:
+    graph, support, model = _planned()
+    names = [c.name for c in propose(graph, support, model, k=2)]
+    calls: list[int] = []
+
+    def timer(plans):  # noqa: ANN001, ANN202
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("CUDA error: out of memory")
+        return {n: [0.5 if n == names[-1] else 1.0] * 6 for n in plans}
+
+    choice = choose(graph, support, model, k=2, timer=timer)
+    assert choice.chosen == "greedy" and choice.reason.startswith("timing failed (RuntimeError")
+    assert all(not c.confirm_s for c in choice.candidates)
+    assert "confirm_s" not in json.dumps(choice.to_dict())
+
+
+# ---------------------------------------------------------------------------- a simulated machine
+def _noisy_machine(true_s: dict[str, float], rng, *, round_sd: float, instance_sd: float):  # noqa: ANN001, ANN202
+    """A timer for a simulated machine: each call builds new 'executors', each with its own
+    lasting offset (lognormal, ``instance_sd``: memory placement, algorithm picks), and every
+    run has its own noise (``round_sd``) on top of a drift shared by the round."""
+    def timer(plans):  # noqa: ANN001, ANN202
+        offset = {n: rng.lognormvariate(0.0, instance_sd) for n in plans}
+        times: dict[str, list[float]] = {n: [] for n in plans}
+        for _ in range(12):
+            drift = rng.lognormvariate(0.0, 0.05)
+            for n in plans:
+                times[n].append(true_s[n] * offset[n] * drift * rng.lognormvariate(0.0, round_sd))
+        return times
+    return timer
+
+
+def test_on_a_simulated_noisy_machine_two_stages_pick_better_plans_than_one() -> None:
+    """Candidates 2-10% apart, timed by a machine whose executors each carry a lasting offset
+    (3%) as large as many gains, with 4% noise a run and 5% drift a round (what the H200 rounds
+    showed): over 300 seeded choices, the two-stage rule takes a plan within 3% of the truly
+    best more often than the one-stage rule on the same screening rounds, and a plan truly
+    slower than greedy less often. (One seed; other seeds and noise levels were tried by hand
+    while choosing the rule: CHANGELOG.)"""
+    import random
+
+    rng = random.Random(2312)
+    hits = {"one": 0, "two": 0}
+    worse = {"one": 0, "two": 0}
+    trials = 300
+    for _ in range(trials):
+        true_s = {"greedy": 1.0, **{f"p{i}": rng.choice([0.9, 0.95, 0.98, 1.0, 1.03, 1.08])
+                                    for i in range(4)}}
+        best = min(true_s.values())
+        timer = _noisy_machine(true_s, rng, round_sd=0.04, instance_sd=0.03)
+        candidates = [_candidate(n, []) for n in true_s]
+        choice = measure_and_decide(candidates, timer, "simulated")
+        one = _one_stage_rule(choice.candidates)
+        for rule, chosen in (("one", one), ("two", choice.chosen)):
+            hits[rule] += true_s[chosen] <= best * 1.03
+            worse[rule] += true_s[chosen] > 1.0
+    assert hits["two"] > hits["one"]
+    assert worse["two"] < worse["one"]
+    assert worse["two"] <= 0.05 * trials
 
 
 # ---------------------------------------------------------------------------- proposing

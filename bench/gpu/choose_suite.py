@@ -9,7 +9,8 @@ candidates is written with their predictions.
 ``prepare`` also keeps the source bundle's other distinct plans (every strategy under both
 protocols, the hand-made variants, the all-GPU baseline) as ``other:NAME``, never offered to
 the choice. ``run`` (there): per bundle, round A is the choice itself
-(:func:`partition_lab.choice.measure_and_decide` with the PyTorch executor on the GPU); round B
+(:func:`partition_lab.choice.measure_and_decide` with the PyTorch executor on the GPU: its
+screening and confirming stages, ``--seconds`` in all); round B
 times the candidates and, with ``--all``, those other plans again in turns (new executors, new
 rounds), so the chosen plan is judged on times that did not choose it, against the best plan
 timed in the same run. Written after every bundle.
@@ -67,7 +68,7 @@ def _placement(plan: Any) -> tuple[str, ...]:
 
 def run(bundles: list[Path], device: str, out: Path, seconds: float, every: bool,
         seconds_b: float) -> None:
-    from partition_lab.choice import Candidate, measure_and_decide, torch_timer
+    from partition_lab.choice import SCREEN_SHARE, Candidate, measure_and_decide, torch_timer
     from partition_lab.executors.graph_io import read_bundle
 
     rows: list[dict[str, Any]] = []
@@ -76,9 +77,12 @@ def run(bundles: list[Path], device: str, out: Path, seconds: float, every: bool
             bundle = read_bundle(path)
             candidates = [Candidate(c["plan"], bundle.plans[c["plan"]], c["predicted_s"],
                                     c["sigma_s"]) for c in bundle.meta["candidates"]]
-            timer = torch_timer(bundle.graph, bundle.bindings, device=device, rounds=200,
-                                min_rounds=6, max_seconds=seconds)
-            choice = measure_and_decide(candidates, timer, f"torch executor ({device})")
+            timer, confirm_timer = (
+                torch_timer(bundle.graph, bundle.bindings, device=device, rounds=200,
+                            min_rounds=6, max_seconds=seconds * share)
+                for share in (SCREEN_SHARE, 1 - SCREEN_SHARE))
+            choice = measure_and_decide(candidates, timer, f"torch executor ({device})",
+                                        confirm_timer=confirm_timer)
             judged = {c.name: c.plan for c in candidates}
             if every:
                 judged |= {n: p for n, p in bundle.plans.items() if n.startswith("other:")}
@@ -110,7 +114,8 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--bundles", type=Path, nargs="+", required=True)
     r.add_argument("--device", default="cuda")
     r.add_argument("--out", type=Path, required=True)
-    r.add_argument("--seconds", type=float, default=5.0, help="round A, per bundle")
+    r.add_argument("--seconds", type=float, default=5.0,
+                   help="round A (both stages of the choice), per bundle")
     r.add_argument("--all", action="store_true", help="round B also times the other plans")
     r.add_argument("--seconds-b", type=float, default=5.0, help="round B, per bundle")
     args = parser.parse_args(argv)

@@ -248,9 +248,10 @@ def partition(
 
     ``choose=K`` decides by measurement (:func:`partition_lab.choice.choose`): the cost model
     proposes greedy's plan and the ``K`` best other distinct plans (by predicted mean and by
-    optimism), the PyTorch executor times them in turns on ``choose_device`` for about
-    ``choose_seconds``, and the measured best is taken where it beat greedy in three rounds
-    of four; the plan JSON records it under ``"choice"``. Not with ``strategy``. With
+    optimism), the PyTorch executor times them in turns on ``choose_device`` (screening),
+    times the two fastest and greedy again with new executors (confirming), about
+    ``choose_seconds`` in all, and takes the faster where it beat greedy in both stages; the
+    plan JSON records it under ``"choice"``. Not with ``strategy``. With
     ``profile_cache``, the decision is kept there and reused without timing when the same
     model is partitioned on the same platform and device again.
 

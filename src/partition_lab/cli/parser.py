@@ -73,7 +73,8 @@ PLAN.json, schema "partition_lab.plan/2" (keys always present; seconds and bytes
 Present only where there are any (pattern units, README "Patterns"): "units": [{"pattern",
 "form", "nodes": [int]}] at the top, "patterns": [str] in a device record that judges them whole.
 With --choose: "choice": {"candidates": [{"plan", "predicted_s", "sigma_s", "measured_s":
-[float]}], "chosen", "runner", "reason", "elapsed_s"}.
+[float], "confirm_s": [float] (the confirming rounds; only where timed again)}], "chosen",
+"runner", "reason", "elapsed_s"}.
 Where a constant overflows the dtype a device computes in (a BatchNorm variance past float16
 on tensorcore): "numeric_hazards": [{"op", "name", "value", "dtype", "device", "kept_fp32",
 "node": int | null}] (--option keep_fp32_on_overflow=true keeps those ops in float32).
@@ -261,15 +262,16 @@ def _add_partition(commands: Any) -> None:
     sub.add_argument("--choose", type=int, metavar="K",
                      help="decide by timing: greedy's plan and the K best other distinct plans "
                           "(by predicted time and by optimism) run in turns with the PyTorch "
-                          "executor; the measured best is taken where it beat greedy in three "
-                          "rounds of four (recorded as the plan JSON's \"choice\"); not with "
-                          "--strategy")
+                          "executor; the two fastest by median are timed again with new "
+                          "executors and the faster is taken where it beat greedy in three of "
+                          "four of those rounds (recorded as the plan JSON's \"choice\"); not "
+                          "with --strategy")
     sub.add_argument("--choose-device", default="cpu", metavar="DEV",
                      help="where --choose runs the accelerators' ops: cpu (a stand-in) or "
                           "cuda[:N]; default cpu")
     sub.add_argument("--choose-seconds", type=float, default=20.0, metavar="S",
-                     help="about how long --choose times the plans (at least 6 rounds); "
-                          "default 20")
+                     help="about how long --choose times the plans, both stages together "
+                          "(at least 6 rounds each, plus the executors' setup); default 20")
     _add_gate_options(sub)
 
 

@@ -59,17 +59,23 @@ def _check_choice(choice: Any) -> None:
     names = []
     for index, candidate in enumerate(choice["candidates"]):
         times = candidate.get("measured_s") if isinstance(candidate, Mapping) else None
+        confirming = candidate.get("confirm_s", []) if isinstance(candidate, Mapping) else []
         if not isinstance(candidate, Mapping) or not isinstance(candidate.get("plan"), str) \
-                or not isinstance(times, list) or not all(
-                    isinstance(t, (int, float)) and not isinstance(t, bool)
-                    and math.isfinite(t) and t >= 0 for t in times):
+                or not _are_seconds(times) or not _are_seconds(confirming):
             raise PlanError(f"plan choice candidates[{index}]: expected a plan name and "
-                            "measured_s, a list of finite non-negative seconds; drop the "
+                            "measured_s (and confirm_s where present), lists of finite "
+                            "non-negative seconds; drop the "
                             "choice or choose again (partition --choose)")
         names.append(candidate["plan"])
     if choice["chosen"] not in names:
         raise PlanError(f"plan choice: chosen {_short(choice['chosen'])} is not one of its "
                         "candidates")
+
+
+def _are_seconds(times: Any) -> bool:
+    return isinstance(times, list) and all(
+        isinstance(t, (int, float)) and not isinstance(t, bool) and math.isfinite(t) and t >= 0
+        for t in times)
 
 
 def _check_unit(unit: Any, index: int, size: int) -> None:
