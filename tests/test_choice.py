@@ -45,28 +45,29 @@ def _one_stage_rule(candidates: list[Candidate]) -> str:
     greedy = candidates[0]
     winners = []
     for candidate in candidates[1:]:
-        ratios = sorted(ratios_to_greedy(candidate.measured_s, greedy.measured_s))
-        if ratios and ratios[int(0.75 * (len(ratios) - 1))] < 1.0:
+        ratios = ratios_to_greedy(candidate.measured_s, greedy.measured_s)
+        if len(ratios) > 1 and statistics.quantiles(ratios, n=4, method="inclusive")[2] < 1.0:
             winners.append((statistics.median(ratios), candidate.name))
     return min(winners)[1] if winners else greedy.name
 
 
-def test_the_lowest_pooled_ratio_wins_where_both_stages_beat_greedy() -> None:
+def test_a_candidate_faster_in_three_confirming_rounds_of_four_wins_and_the_fastest_such_is_chosen(
+        ) -> None:
     greedy = _candidate("greedy", [1.0] * 8, [1.0] * 8)
     steady = _candidate("steady", [0.9] * 8, [0.9] * 8)
-    faster = _candidate("faster", [0.8] * 8, [0.95] * 8)  # pooled sqrt(0.8 * 0.95) = 0.872
+    faster = _candidate("faster", [0.9] * 8, [0.8] * 6 + [1.1] * 2)  # faster in 6 of 8 rounds
     chosen, why = decide([greedy, steady, faster])
     assert chosen == "faster"
-    assert "0.872x greedy's time pooled, 0.950x when timed again" in why
+    assert "three of four rounds when timed again" in why and "0.800x" in why
 
 
-def test_a_plan_not_faster_when_timed_again_leaves_greedy() -> None:
+def test_a_candidate_faster_in_only_half_the_confirming_rounds_leaves_greedy() -> None:
     greedy = _candidate("greedy", [1.0] * 8, [1.0] * 8)
-    lucky = _candidate("lucky", [0.7] * 8, [1.01] * 8)  # pooled 0.84, but slower in confirming
+    lucky = _candidate("lucky", [0.5] * 8, [0.5] * 4 + [1.2] * 4)  # a lower median, half the time
     chosen, why = decide([greedy, lucky])
     assert chosen == "greedy" and "greedy's plan kept" in why
-    unconfirmed = _candidate("unconfirmed", [0.7] * 8)
-    assert decide([_candidate("greedy", [1.0] * 8), unconfirmed])[0] == "greedy"
+    # screening rounds alone never decide
+    assert decide([_candidate("greedy", [1.0] * 8), _candidate("x", [0.5] * 8)])[0] == "greedy"
 
 
 def test_the_shortlist_is_the_two_lowest_medians_below_greedys() -> None:
@@ -117,7 +118,7 @@ def test_a_gain_seen_by_median_only_is_confirmed_in_fresh_rounds_and_taken() -> 
         return {n: [0.93 if n == steady else 1.0] * 8 for n in plans}
 
     choice = choose(graph, support, model, k=2, timer=timer)
-    assert choice.chosen == steady and "0.930x when timed again" in choice.reason
+    assert choice.chosen == steady and "median 0.930x" in choice.reason
     # the one-stage rule on the same screening rounds would have kept greedy
     assert _one_stage_rule(choice.candidates) == "greedy"
 
@@ -163,13 +164,13 @@ def _noisy_machine(true_s: dict[str, float], rng, *, round_sd: float, instance_s
     return timer
 
 
-def test_on_a_simulated_noisy_machine_two_stages_pick_better_plans_than_one() -> None:
+def test_on_a_simulated_noisy_machine_two_stages_rarely_lose_to_greedy() -> None:
     """Candidates 2-10% apart, timed by a machine whose executors each carry a lasting offset
     (3%) as large as many gains, with 4% noise a run and 5% drift a round (what the H200 rounds
-    showed): over 300 seeded choices, the two-stage rule takes a plan within 3% of the truly
-    best more often than the one-stage rule on the same screening rounds, and a plan truly
-    slower than greedy less often. (One seed; other seeds and noise levels were tried by hand
-    while choosing the rule: CHANGELOG.)"""
+    showed): over 300 seeded choices, the two-stage rule takes a plan truly slower than greedy
+    less often than the one-stage rule on the same screening rounds (at most 1% of choices),
+    and a plan within 3% of the truly best about as often (not more often: what confirming
+    costs is a few gains it cannot confirm)."""
     import random
 
     rng = random.Random(2312)
@@ -187,9 +188,9 @@ def test_on_a_simulated_noisy_machine_two_stages_pick_better_plans_than_one() ->
         for rule, chosen in (("one", one), ("two", choice.chosen)):
             hits[rule] += true_s[chosen] <= best * 1.03
             worse[rule] += true_s[chosen] > 1.0
-    assert hits["two"] > hits["one"]
     assert worse["two"] < worse["one"]
-    assert worse["two"] <= 0.05 * trials
+    assert worse["two"] <= 0.01 * trials
+    assert hits["two"] >= hits["one"] - 0.03 * trials
 
 
 # ---------------------------------------------------------------------------- proposing

@@ -1,0 +1,107 @@
+"""Report ``choose_suite.py run`` results: the measured choice judged on an independent timing.
+
+Per row: the plan the choice took (round A), the plan the one-stage rule would have taken on
+the same screening rounds (faster than greedy in three rounds of four, the rule before the
+confirming stage), and both judged on round B (new executors, new rounds): their ratio to
+greedy there and to the best plan timed in round B (every candidate and, with ``--all``, every
+other plan of the bundle). A row counts as a hit when the chosen plan is within 3% of round B's
+best, and as a loss when it is slower than greedy in round B by more than the spread of
+greedy's own round-B times (half the interquartile range of greedy's time over its median).
+
+    python bench/gpu/choose_report.py bench/results/gpu_choose_run_c.json [more runs]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from pathlib import Path
+from typing import Any
+
+WITHIN = 1.03
+
+
+def one_stage_choice(candidates: list[dict[str, Any]]) -> str:
+    """The rule before the confirming stage, on the screening rounds (``measured_s``)."""
+    greedy = candidates[0]["measured_s"]
+    winners = []
+    for candidate in candidates[1:]:
+        ratios = sorted(t / g for t, g in zip(candidate["measured_s"], greedy, strict=False)
+                        if g > 0)
+        if ratios and _quantile(ratios, 0.75) < 1.0:
+            winners.append((statistics.median(ratios), candidate["plan"]))
+    return min(winners)[1] if winners else candidates[0]["plan"]
+
+
+def _quantile(ordered: list[float], q: float) -> float:
+    position = q * (len(ordered) - 1)
+    low = int(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def greedy_spread(times: list[float]) -> float:
+    """Half greedy's interquartile range over its median: its own round-to-round spread."""
+    ordered = sorted(times)
+    return (_quantile(ordered, 0.75) - _quantile(ordered, 0.25)) / 2 / statistics.median(ordered)
+
+
+def judge(row: dict[str, Any]) -> dict[str, Any]:
+    """One row's verdicts for the two-stage choice and the one-stage rule."""
+    round_b = row["round_b"]
+    best_name = min(round_b, key=lambda name: round_b[name]["ratio_to_greedy"])
+    best = round_b[best_name]["ratio_to_greedy"]
+    spread = greedy_spread(round_b["greedy"]["times_s"])
+    verdict = {"bundle": row["bundle"], "best": best, "best_name": best_name,
+               "rounds_b": len(round_b["greedy"]["times_s"]), "spread": spread,
+               "elapsed_s": row["choice"].get("elapsed_s", 0.0)}
+    for rule, chosen in (("two", row["choice"]["chosen"]),
+                         ("one", one_stage_choice(row["choice"]["candidates"]))):
+        ratio = round_b[chosen]["ratio_to_greedy"]
+        verdict[rule] = {"chosen": chosen, "ratio": ratio, "hit": ratio <= best * WITHIN,
+                         "loss": ratio > 1.0 + spread}
+    return verdict
+
+
+def report(paths: list[Path]) -> str:
+    lines = []
+    for path in paths:
+        rows = [judge(row) for row in json.loads(path.read_text())["rows"]]
+        lines += [f"### {path.name}", "",
+                  "| bundle | chosen (two stages) | B: chosen/greedy | one-stage rule | B: its "
+                  "ratio | B: best of all | best plan in B | B rounds | choosing s |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        for v in rows:
+            lines.append(f"| {v['bundle']} | {v['two']['chosen']} | {v['two']['ratio']:.3f} | "
+                         f"{v['one']['chosen']} | {v['one']['ratio']:.3f} | {v['best']:.3f} | "
+                         f"{v['best_name']} | {v['rounds_b']} | {v['elapsed_s']:.1f} |")
+        n = len(rows)
+        lines.append("")
+        for rule, label in (("two", "two-stage choice"), ("one", "one-stage rule, same rounds")):
+            hits = sum(v[rule]["hit"] for v in rows)
+            losses = [v for v in rows if v[rule]["loss"]]
+            worst = max(v[rule]["ratio"] for v in rows) if rows else float("nan")
+            lines.append(f"- {label}: within 3% of round B's best on {hits} of {n} rows; "
+                         f"slower than greedy beyond greedy's spread on {len(losses)} "
+                         f"({', '.join(v['bundle'] for v in losses) or 'none'}); worst "
+                         f"{worst:.3f}x greedy")
+        seconds = [v["elapsed_s"] for v in rows]
+        if seconds:
+            lines.append(f"- seconds choosing took per row (round A, setup included): "
+                         f"{min(seconds):.1f}-{max(seconds):.1f}, median "
+                         f"{statistics.median(seconds):.1f}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("runs", type=Path, nargs="+")
+    args = parser.parse_args(argv)
+    print(report(args.runs))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
