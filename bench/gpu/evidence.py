@@ -35,9 +35,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from partition_lab.executors.benchmark import timed_in_turns
 from partition_lab.executors.graph_io import read_bundle
 from partition_lab.executors.torch_exec import PlanExecutor, calibrate_batch_norm
+from partition_lab.executors.turns import timed_in_turns
 from partition_lab.executors.weights import sample_inputs, synthetic_weights
 
 

@@ -8,7 +8,7 @@ explanation alongside.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from os import PathLike
 from typing import Any
@@ -278,15 +278,13 @@ def _partition(mod: tvm.IRModule, target: Any, params: Mapping[str, Any] | None,
         raise PartitionLabError(f"choose={choose} picks among every strategy's plans by timing "
                                 f"them: leave strategy ({strategy!r}) out")
     if is_relax_module(mod):
-        if choose is not None:
-            raise PartitionLabError("choose= is not available for Relax modules yet (the "
-                                    "executor's bindings come from Relay); partition without it")
         return _relax().partition(mod, target, params=params, strategy=strategy,
                                   excl_node_names=excl_node_names, exclude_ops=exclude_ops,
                                   cost_model=cost_model, profile_cache=profile_cache,
                                   strategy_options=strategy_options, name=name,
                                   compiler=compiler, shipped_profile=shipped_profile,
-                                  **target_options)
+                                  choose=choose, choose_device=choose_device,
+                                  choose_seconds=choose_seconds, **target_options)
     timings: dict[str, float] = {}
     start = time.perf_counter()
     analysis = analyze(mod, target, params=params, excl_node_names=excl_node_names,
@@ -325,31 +323,43 @@ def _plan_and_outline(analysis: Analysis, strategy: str | None,
 
 
 def _measured_choice(analysis: Analysis, k: int, device: str, seconds: float,
-                     profile_cache: Any) -> PartitionPlan:
-    """The plan :func:`partition_lab.choice.choose` takes, timing with the PyTorch executor; a
-    decision kept in the profile cache (a file or a ProfileCache) is reused without timing, and
-    a new one is kept there (the file rewritten atomically, merged under its lock)."""
+                     profile_cache: Any, *,
+                     make_timers: Callable[[], Sequence[Any]] | None = None,
+                     device_key: str | None = None) -> PartitionPlan:
+    """The plan :func:`partition_lab.choice.choose` takes, timing with the PyTorch executor
+    (or with the screening and confirming timers ``make_timers()`` returns, filed under
+    ``device_key``: the Relax adapter's TVM-built plans); a decision kept in the profile cache (a file or a
+    ProfileCache) is reused without timing, and a new one is kept there (the file rewritten
+    atomically, merged under its lock)."""
     from pathlib import Path
 
     from .choice import choose, decision_key, remember, reuse
     from .cost_models.cache_records import ProfileCache
-    from .executors.benchmark import torch_device_key
-    from .executors.graph_io import bindings_from_relay
 
     if analysis.cost_model is None:
         raise PartitionLabError("choose needs a cost model to propose plans")
     path = Path(profile_cache) if isinstance(profile_cache, (str, PathLike)) else None
     cache = ProfileCache.load(path) if path is not None else (
         profile_cache if isinstance(profile_cache, ProfileCache) else None)
-    device_key = torch_device_key(device)
+    if device_key is None:
+        from .executors.benchmark import torch_device_key
+
+        device_key = torch_device_key(device)
     key = decision_key(analysis.graph, analysis.support, device_key)
     if cache is not None:
         kept = reuse(cache, key, analysis.graph, analysis.support)
         if kept is not None:
             return kept
-    choice = choose(analysis.graph, analysis.support, analysis.cost_model,
-                    bindings_from_relay(analysis.relay), k=k, device=device,
-                    max_seconds=seconds, runner=f"torch executor ({device_key})")
+    if make_timers is None:
+        from .executors.graph_io import bindings_from_relay
+
+        choice = choose(analysis.graph, analysis.support, analysis.cost_model,
+                        bindings_from_relay(analysis.relay), k=k, device=device,
+                        max_seconds=seconds, runner=f"torch executor ({device_key})")
+    else:
+        screen, confirm = make_timers()
+        choice = choose(analysis.graph, analysis.support, analysis.cost_model, k=k,
+                        timer=screen, confirm_timer=confirm, runner=f"tvm-built ({device_key})")
     if cache is not None and choice.timed:
         remember(cache, key, choice, analysis.graph.name)
         if path is not None:

@@ -340,8 +340,8 @@ def torch_timer(graph: OpGraph, bindings: Sequence[Sequence[Any]], *, device: st
     batch norms calibrated on the input, two warm-up runs each, then rounds in turns. Every
     call builds its executors anew (what the confirming stage relies on)."""
     def timer(plans: Mapping[str, PartitionPlan]) -> dict[str, list[float]]:
-        from .executors.benchmark import timed_in_turns
         from .executors.torch_exec import PlanExecutor, calibrate_batch_norm
+        from .executors.turns import timed_in_turns
         from .executors.weights import sample_inputs, synthetic_weights
 
         weights = synthetic_weights(graph, bindings, seed=seed)

@@ -87,7 +87,6 @@ def test_compare_prints_the_strategies(deconv_onnx, capsys):
 
 @pytest.mark.parametrize("argv, what", [
     (["partition", "{model}", "--export", "{tmp}/x.relay"], "--export"),
-    (["partition", "{model}", "--choose", "2"], "--choose"),
     (["partition", "zoo:resnet50_v1:small"], "zoo model"),
     (["viz", "-o", "{tmp}/x.svg"], "viz without MODEL"),
     (["compare", "{tmp}/model.pt2"], "model.pt2"),

@@ -6,8 +6,8 @@
 summaries and the drawings are the ones the Relay stack writes. What rests on Relay is refused
 here, before the model loads, with one line naming the Relay stack: the zoo's models (built
 through the Relay frontends), MXNet, ``.pt2`` and Relay-text files, ``--export`` (Relay text for
-``relay.build``), ``--choose`` (the PyTorch executor takes Relay bindings) and ``profile`` of a
-model (converted and built through Relay). The converted-model and prepared-module caches are
+``relay.build``) and ``profile`` of a model (converted and built through Relay). ``--choose``
+times the candidate plans built by TVM (:mod:`partition_lab.relax.timing`). The converted-model and prepared-module caches are
 Relay's: the Relax path converts each time, so ``--no-model-cache`` changes nothing here.
 
 Which IR the command line uses is :func:`partition_lab._optional.relax_only`'s decision.
@@ -52,8 +52,6 @@ def _relay_only_part(args: argparse.Namespace, model: str | None) -> str | None:
         return f"the zoo model {model} (built through the Relay frontends)"
     if getattr(args, "export", None):
         return "--export (Relay text with weights, for relay.build's BYOC)"
-    if getattr(args, "choose", None) is not None:
-        return "--choose (the PyTorch executor takes the plans' Relay bindings)"
     if Path(model).suffix.lower() != ".onnx":
         return f"reading {Path(model).name} ({_format_name(model)})"
     return None

@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import statistics
 import subprocess
-import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -123,26 +122,6 @@ def _nvidia_smi(field: str) -> str:
     except (OSError, subprocess.SubprocessError):
         return ""
     return out.stdout.strip().splitlines()[0] if out.stdout.strip() else ""
-
-
-# ---------------------------------------------------------------------------- plans in turns
-def timed_in_turns(executors: Mapping[str, Any], inputs: Mapping[str, Any], rounds: int,
-                   max_seconds: float, min_rounds: int) -> dict[str, list[float]]:
-    """End-to-end seconds of each (prepared, warm) executor, one run of each per round in an
-    order rotated every round (a drift of the machine hits every plan alike), until
-    ``rounds`` or ``max_seconds`` after ``min_rounds``."""
-    names = list(executors)
-    times: dict[str, list[float]] = {name: [] for name in names}
-    start = time.perf_counter()
-    for r in range(rounds):
-        for name in names[r % len(names):] + names[:r % len(names)]:
-            executor = executors[name]
-            t0 = executor._clock()
-            executor.run(inputs)
-            times[name].append(executor._clock() - t0)
-        if r + 1 >= min_rounds and time.perf_counter() - start > max_seconds:
-            break
-    return times
 
 
 # ---------------------------------------------------------------------------- one op alone
@@ -257,5 +236,5 @@ def _activation(node: OpNode, position: int, spec: TensorType,
     return torch.zeros(spec.shape)
 
 
-__all__ = ["Benchmark", "RunTimings", "UnitBinding", "op_callable", "timed_in_turns",
+__all__ = ["Benchmark", "RunTimings", "UnitBinding", "op_callable",
            "torch_device", "torch_device_key", "unit_callable"]

@@ -86,6 +86,9 @@ def partition(
     name: str = "",
     compiler: str | Mapping[str, str] | None = None,
     shipped_profile: bool = True,
+    choose: int | None = None,
+    choose_device: str = "cpu",
+    choose_seconds: float = 20.0,
     **target_options: Any,
 ) -> RelaxPartitionResult:
     """Split a Relax ``mod`` over a platform's devices (see :func:`partition_lab.partition`).
@@ -93,7 +96,15 @@ def partition(
     The result's ``mod`` has one ``Codegen=<compiler>`` function per accelerator region (the
     form ``relax.transform.RunCodegen`` consumes, with a codegen registered as
     ``relax.ext.<compiler>``); main-target regions and host islands stay in ``main``.
+
+    ``choose=K`` decides by measurement as :func:`partition_lab.partition` does, with plans
+    built by TVM (:mod:`.timing`): every region for ``llvm`` with ``choose_device="cpu"`` (a
+    stand-in for the accelerators), GPU regions for ``cuda`` with ``"cuda"``; building the
+    candidates comes on top of ``choose_seconds``.
     """
+    if choose is not None and strategy is not None:
+        raise PartitionLabError(f"choose={choose} picks among every strategy's plans by timing "
+                                f"them: leave strategy ({strategy!r}) out")
     timings: dict[str, float] = {}
     start = time.perf_counter()
     analysis = analyze(mod, target, params=params, excl_node_names=excl_node_names,
@@ -102,10 +113,14 @@ def partition(
                        shipped_profile=shipped_profile, **target_options)
     timings["analyze_s"] = time.perf_counter() - start
     start = time.perf_counter()
-    if strategy is None:
-        strategy = default_strategy(profiled=isinstance(analysis.cost_model, ProfiledCostModel))
-    chosen = get_strategy(strategy, **dict(strategy_options or {}))
-    plan = chosen.run(analysis.graph, analysis.support, cost_model=analysis.cost_model)
+    if choose is not None:
+        plan = _measured_choice(analysis, choose, choose_device, choose_seconds, profile_cache)
+    else:
+        if strategy is None:
+            strategy = default_strategy(
+                profiled=isinstance(analysis.cost_model, ProfiledCostModel))
+        chosen = get_strategy(strategy, **dict(strategy_options or {}))
+        plan = chosen.run(analysis.graph, analysis.support, cost_model=analysis.cost_model)
     plan.validate()
     timings["strategy_s"] = time.perf_counter() - start
     start = time.perf_counter()
@@ -115,6 +130,21 @@ def partition(
     return RelaxPartitionResult(partitioned, plan, analysis.graph, analysis.target, cost,
                                 analysis.cost_model, analysis.prepared_mod, analysis.relay,
                                 timings, functions)
+
+
+def _measured_choice(analysis: Analysis, k: int, device: str, seconds: float,
+                     profile_cache: Any) -> Any:
+    """:func:`partition_lab.api._measured_choice` with TVM-built plans as the runner."""
+    from ..api import _measured_choice as measured_choice
+    from ..choice import SCREEN_SHARE
+    from .timing import runner_key, tvm_timers
+
+    def make_timers() -> list[Any]:  # only when no kept decision is reused
+        return tvm_timers(analysis.relay, device=device, max_seconds=seconds,
+                          shares=(SCREEN_SHARE, 1 - SCREEN_SHARE))
+
+    return measured_choice(analysis, k, device, seconds, profile_cache,
+                           make_timers=make_timers, device_key=runner_key(device))
 
 
 def _with_compiler(platform: Platform, compiler: str | Mapping[str, str] | None) -> Platform:

@@ -1,0 +1,31 @@
+"""Plans timed end to end in turns, without torch or TVM: any runner with ``run(inputs)``.
+
+Used by the measured choice (:mod:`partition_lab.choice`) with the PyTorch executor and with
+TVM-built plans (:mod:`partition_lab.relax.timing`), and by the GPU evidence scripts.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+
+def timed_in_turns(executors: Mapping[str, Any], inputs: Mapping[str, Any], rounds: int,
+                   max_seconds: float, min_rounds: int) -> dict[str, list[float]]:
+    """End-to-end seconds of each (prepared, warm) executor (``run(inputs)``, and ``_clock()``
+    that waits for its device first), one run of each per round in an
+    order rotated every round (a drift of the machine hits every plan alike), until
+    ``rounds`` or ``max_seconds`` after ``min_rounds``."""
+    names = list(executors)
+    times: dict[str, list[float]] = {name: [] for name in names}
+    start = time.perf_counter()
+    for r in range(rounds):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            executor = executors[name]
+            t0 = executor._clock()
+            executor.run(inputs)
+            times[name].append(executor._clock() - t0)
+        if r + 1 >= min_rounds and time.perf_counter() - start > max_seconds:
+            break
+    return times
