@@ -263,9 +263,9 @@ def _add_partition(commands: Any) -> None:
                      help="decide by timing: greedy's plan and the K best other distinct plans "
                           "(by predicted time and by optimism) run in turns with the PyTorch "
                           "executor (built by TVM with apache-tvm); the two fastest by median "
-                          "are timed again with new executors and the faster is taken where it beat greedy in three of "
-                          "four of those rounds (recorded as the plan JSON's \"choice\"); not "
-                          "with --strategy")
+                          "are timed again with new executors and the faster is taken where "
+                          "it beat greedy in three of four of those rounds (recorded as the "
+                          "plan JSON's \"choice\"); not with --strategy")
     sub.add_argument("--choose-device", default="cpu", metavar="DEV",
                      help="where --choose runs the accelerators' ops: cpu (a stand-in) or "
                           "cuda[:N]; default cpu")
