@@ -122,3 +122,24 @@ def test_a_symbolic_dimension_names_the_flag_that_fixes_it(tmp_path, capsys):
     code, out, err = run(["partition", path, "-t", TARGET, "--input-shape", "x=2,16,16,16"],
                          capsys)
     assert code == 0, err
+
+
+def test_zoo_says_its_models_need_the_relay_stack_and_names_no_relay_built_twin(capsys):
+    code, out, _ = run(["zoo"], capsys)
+    assert code == 0
+    assert out.startswith("here: apache-tvm (Relax) is installed, and the zoo's models are built "
+                          "through the Relay frontends")
+    assert "; use tv:" not in out  # a tv: twin is built through Relay too
+
+
+def test_the_torch_runner_without_torch_suggests_no_tvm_runner(monkeypatch):
+    import sys
+
+    from partition_lab.errors import PartitionLabError
+    from partition_lab.profiling.binding import _default_torch_device
+
+    monkeypatch.setitem(sys.modules, "torch", None)  # import torch raises ImportError
+    with pytest.raises(PartitionLabError) as caught:
+        _default_torch_device()
+    assert str(caught.value) == ("the torch runner needs PyTorch (pip install "
+                                 "'partition-lab[torch]')")

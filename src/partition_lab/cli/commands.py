@@ -246,9 +246,15 @@ def run_targets(args: argparse.Namespace) -> int:
 def run_zoo(args: argparse.Namespace) -> int:
     """``partition-lab zoo``: the bundled models, their inputs and the story each tells."""
     from .. import zoo
+    from .._optional import relax_only
 
     pytorch_built = zoo.torchvision_names() + zoo.transformers_names()
     mxnet = zoo.mxnet_installed()
+    relax = relax_only()
+    if relax:  # every zoo model is built through a Relay frontend
+        print("here: apache-tvm (Relax) is installed, and the zoo's models are built through "
+              "the Relay frontends (TVM 0.19, the default venv); the command line here reads "
+              ".onnx files\n")
     # What works here first: without MXNet the gluoncv builds come last, each naming its twin.
     for name in zoo.names() + pytorch_built if mxnet else pytorch_built + zoo.names():
         entry = zoo.info(name)
@@ -257,7 +263,7 @@ def run_zoo(args: argparse.Namespace) -> int:
               f"{', '.join(entry.needs)} (to build; {', '.join(entry.frontends)} frontend)")
         if getattr(entry, "story", None):
             print(f"  story: {entry.story}")
-        if entry.built_with == "mxnet" and not mxnet:
+        if entry.built_with == "mxnet" and not mxnet and not relax:
             twin = zoo.torchvision_twin(name)
             print("  here: MXNet is not installed" + (f"; use {twin}" if twin else ""))
     return 0

@@ -37,7 +37,7 @@ from ..core.patterns import Unit, composite_node
 from ..core.support import Support
 from ..cost_models.base import priced_whole
 from ..cost_models.signatures import op_signature
-from ..relax import build
+from ..relax import build, regions
 from ..relax.graph import RelaxGraph
 from .profile import signatures_per_device
 
@@ -175,13 +175,13 @@ def compile_library(mod: tvm.IRModule, kind: str, target: dict[str, Any], path: 
     CUDA: dlight's Tensor Core rule first unless it crashed before in this process, then
     without it (after which it stays off: each crash costs a child)."""
     if kind != "cuda":
-        return build._compile_in_child(mod, target, path, tensor_cores=True)
-    if not build.LibraryCache.tensor_cores_crashed and \
-            build._compile_in_child(mod, target, path, tensor_cores=True):
+        return regions.compile_in_child(mod, target, path, tensor_cores=True)
+    if not regions.LibraryCache.tensor_cores_crashed and \
+            regions.compile_in_child(mod, target, path, tensor_cores=True):
         return True
-    ok = build._compile_in_child(mod, target, path, tensor_cores=False)
+    ok = regions.compile_in_child(mod, target, path, tensor_cores=False)
     if ok:  # the rule was the culprit (a failure without it is the op's own)
-        build.LibraryCache.tensor_cores_crashed = True
+        regions.LibraryCache.tensor_cores_crashed = True
     return ok
 
 

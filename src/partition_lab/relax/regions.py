@@ -134,14 +134,14 @@ class LibraryCache:
         if not path.exists():
             start = time.perf_counter()
             if kind == "cuda" and (LibraryCache.tensor_cores_crashed or
-                                   not _compile_in_child(mod, target, path, tensor_cores=True)):
+                                   not compile_in_child(mod, target, path, tensor_cores=True)):
                 # dlight's Tensor Core rule (MatmulTensorization, fp16 matmuls and convolutions
                 # with every extent > 64) crashed TVM 0.27 here (a segfault in Tensorize):
                 # build again with that rule off, the kernels on CUDA cores.
                 self.no_tensor_cores.add(f"{self.lib_dir.name}/{name}")
                 note = ", Tensor Core rule off after a crash"
                 LibraryCache.tensor_cores_crashed = True  # once per process: each crash costs
-                if not _compile_in_child(mod, target, path, tensor_cores=False):
+                if not compile_in_child(mod, target, path, tensor_cores=False):
                     raise PartitionLabError(f"tvm.compile failed for {name} (cuda)")
             elif kind != "cuda":
                 _compile(mod, target, path, tensor_cores=True)
@@ -168,7 +168,7 @@ def _compile(mod: tvm.IRModule, target: dict[str, Any], path: Path, tensor_cores
         matmul.check_sm_version = saved
 
 
-def _compile_in_child(mod: tvm.IRModule, target: dict[str, Any], path: Path,
+def compile_in_child(mod: tvm.IRModule, target: dict[str, Any], path: Path,
                       tensor_cores: bool) -> bool:
     """:func:`_compile` in a forked process (TVM can crash): whether it wrote ``path``."""
     import multiprocessing
