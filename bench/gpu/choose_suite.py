@@ -13,7 +13,8 @@ the choice. ``run`` (there): per bundle, round A is the choice itself
 screening and confirming stages, ``--seconds`` in all); round B
 times the candidates and, with ``--all``, those other plans again in turns (new executors, new
 rounds), so the chosen plan is judged on times that did not choose it, against the best plan
-timed in the same run. Written after every bundle.
+timed in the same run; ``--b-sets N`` times round B N times, each with new executors, and
+judges by the geometric mean of the sets' ratios. Written after every bundle.
 
     python bench/gpu/choose_suite.py prepare --cache bench/results/gpu_suite_cache.json \\
         --bundles .gpu_bundle/suite_planned/s_* --out .gpu_bundle/choose --k 3
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import time
 from pathlib import Path
@@ -67,7 +69,7 @@ def _placement(plan: Any) -> tuple[str, ...]:
 
 
 def run(bundles: list[Path], device: str, out: Path, seconds: float, every: bool,
-        seconds_b: float) -> None:
+        seconds_b: float, b_sets: int = 1) -> None:
     from partition_lab.choice import SCREEN_SHARE, Candidate, measure_and_decide, torch_timer
     from partition_lab.executors.graph_io import read_bundle
 
@@ -86,20 +88,29 @@ def run(bundles: list[Path], device: str, out: Path, seconds: float, every: bool
             judged = {c.name: c.plan for c in candidates}
             if every:
                 judged |= {n: p for n, p in bundle.plans.items() if n.startswith("other:")}
-            again = torch_timer(bundle.graph, bundle.bindings, device=device, rounds=200,
+            sets = [torch_timer(bundle.graph, bundle.bindings, device=device, rounds=200,
                                 min_rounds=6, max_seconds=seconds_b)(judged)  # round B
-            greedy_b = again["greedy"]
+                    for _ in range(b_sets)]  # each set with executors of its own
             rows.append({
                 "model": bundle.meta.get("model", path.name[:-8]), "bundle":
                 f"{folder.name}/{path.name}", "platform": candidates[0].plan.platform_name,
                 "ops": len(bundle.graph), "choice": choice.to_dict(),
-                "round_b": {name: {"median_s": statistics.median(t), "times_s": t,
-                                   "ratio_to_greedy": statistics.median(
-                                       [a / g for a, g in zip(t, greedy_b, strict=False)])}
-                            for name, t in again.items()}})
+                "round_b": {name: round_b_record([times[name] for times in sets],
+                                                 [times["greedy"] for times in sets])
+                            for name in judged}})
             out.write_text(json.dumps({"device": device, "rows": rows}, indent=1))
             print(f"{rows[-1]['bundle']}: {choice.chosen} ({choice.reason}) "
                   f"{choice.elapsed_s:.1f} s", flush=True)
+
+
+def round_b_record(sets: list[list[float]], greedy_sets: list[list[float]]) -> dict[str, Any]:
+    """One plan's round B: its times (the first set's as ``times_s``, every set's in
+    ``sets_s``) and its ratio to greedy, the geometric mean of the sets' median per-round
+    ratios (each set of executors carries an offset of its own; averaging sets shrinks it)."""
+    medians = [statistics.median([a / g for a, g in zip(t, gt, strict=False)])
+               for t, gt in zip(sets, greedy_sets, strict=True)]
+    return {"median_s": statistics.median(sets[0]), "times_s": sets[0], "sets_s": sets,
+            "set_ratios": medians, "ratio_to_greedy": math.prod(medians) ** (1 / len(medians))}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -117,12 +128,15 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--seconds", type=float, default=5.0,
                    help="round A (both stages of the choice), per bundle")
     r.add_argument("--all", action="store_true", help="round B also times the other plans")
-    r.add_argument("--seconds-b", type=float, default=5.0, help="round B, per bundle")
+    r.add_argument("--seconds-b", type=float, default=5.0, help="round B, per bundle and set")
+    r.add_argument("--b-sets", type=int, default=1,
+                   help="round B's sets, each with new executors (ratios: their geometric mean)")
     args = parser.parse_args(argv)
     if args.command == "prepare":
         prepare(args.bundles, args.cache, args.out, args.k)
     else:
-        run(args.bundles, args.device, args.out, args.seconds, args.all, args.seconds_b)
+        run(args.bundles, args.device, args.out, args.seconds, args.all, args.seconds_b,
+            args.b_sets)
     return 0
 
 
