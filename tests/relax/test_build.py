@@ -93,7 +93,9 @@ def test_driver_outputs_equal_the_unpartitioned_llvm_build(bundle, name, platfor
 def test_driver_times_every_plan(bundle, tmp_path):
     out = tmp_path / "results.json"
     tvm_plans = driver()
-    tvm_plans.main(["run", "--bundle", str(bundle), "--cpu", "--budget-s", "2", "--repeat", "1",
+    # A budget far above what 3 rounds take: the rounds stop at --max-rounds, and a loaded
+    # machine (a round over twice the budget ends the rounds early) cannot cut them short.
+    tvm_plans.main(["run", "--bundle", str(bundle), "--cpu", "--budget-s", "120", "--repeat", "1",
                     "--min-rounds", "2", "--max-rounds", "3", "--warmup", "1",
                     "--only", "convnet", "--out", str(out)])
     results = json.loads(out.read_text())
