@@ -148,6 +148,49 @@ def test_a_runner_that_fails_while_confirming_leaves_greedys_plan_and_no_confirm
     assert "confirm_s" not in json.dumps(choice.to_dict())
 
 
+@pytest.mark.parametrize("screening, confirming, reason", [
+    (3, 8, "only 3 screening rounds fit the time allowed, 1 s a run (4 needed): greedy's plan "
+           "kept; allow more seconds to choose"),
+    (8, 2, "only 2 confirming rounds fit the time allowed, 1 s a run (4 needed): greedy's plan "
+           "kept; allow more seconds to choose"),
+])
+def test_too_few_rounds_in_the_time_allowed_decide_nothing(screening, confirming, reason) -> None:
+    graph, support, model = _planned()
+    names = [c.name for c in propose(graph, support, model, k=2)]
+    calls: list[int] = []
+
+    def timer(plans):  # noqa: ANN001, ANN202 - every candidate twice as fast as greedy
+        calls.append(1)
+        rounds = screening if len(calls) == 1 else confirming
+        return {n: [1.0 if n == "greedy" else 0.5] * rounds for n in plans}
+
+    choice = choose(graph, support, model, k=2, timer=timer)
+    assert choice.chosen == "greedy" and choice.reason == reason
+    assert len(calls) == (1 if screening < 4 else 2) and len(names) >= 2
+    assert not choice.conclusive  # so it is not kept in a profile cache
+
+
+def test_turns_stop_at_the_hard_limit_whatever_the_rounds(monkeypatch) -> None:
+    from partition_lab.executors import turns
+
+    now = [0.0]
+    monkeypatch.setattr(turns.time, "perf_counter", lambda: now[0])
+
+    class Slow:
+        def _clock(self) -> float:
+            return now[0]
+
+        def run(self, _inputs) -> None:  # noqa: ANN001
+            now[0] += 3.0  # a plan slower than the whole budget
+
+    times = turns.timed_in_turns({"a": Slow(), "b": Slow()}, {}, rounds=50, max_seconds=1.0,
+                                 min_rounds=6, hard_seconds=2.0)
+    assert times == {"a": [3.0], "b": [3.0]}  # one round, not the six asked for
+    unbounded = turns.timed_in_turns({"a": Slow()}, {}, rounds=50, max_seconds=1.0,
+                                     min_rounds=6)
+    assert len(unbounded["a"]) == 6
+
+
 # ---------------------------------------------------------------------------- a simulated machine
 def _noisy_machine(true_s: dict[str, float], rng, *, round_sd: float, instance_sd: float):  # noqa: ANN001, ANN202
     """A timer for a simulated machine: each call builds new 'executors', each with its own
@@ -258,8 +301,9 @@ def test_partition_choose_times_the_plans_on_this_cpu_and_writes_the_choice(tmp_
     except MissingDependencyError as missing:
         pytest.skip(str(missing))
     out = tmp_path / "p.json"
+    # 4 s: each stage's hard stop (2 s) is far past the 6 rounds of this small model
     assert main(["partition", "hf:distilbert:small", "-t", "neuron@2020", "--choose", "1",
-                 "--choose-seconds", "1", "-o", str(out)]) == 0
+                 "--choose-seconds", "4", "-o", str(out)]) == 0
     choice = json.loads(out.read_text())["choice"]
     names = [c["plan"] for c in choice["candidates"]]
     assert names[0] == "greedy" and len(names) >= 2 and choice["chosen"] in names

@@ -360,7 +360,7 @@ def _measured_choice(analysis: Analysis, k: int, device: str, seconds: float,
         screen, confirm = make_timers()
         choice = choose(analysis.graph, analysis.support, analysis.cost_model, k=k,
                         timer=screen, confirm_timer=confirm, runner=f"tvm-built ({device_key})")
-    if cache is not None and choice.timed:
+    if cache is not None and choice.conclusive:
         remember(cache, key, choice, analysis.graph.name)
         if path is not None:
             cache.save(path)

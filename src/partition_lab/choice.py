@@ -56,6 +56,11 @@ from .strategies import available_strategies, get_strategy
 #: The quantile of a shortlisted candidate's confirming per-round time ratios to greedy that
 #: must be below 1 for it to win: faster than greedy in at least three rounds of four.
 WIN_QUANTILE = 0.75
+#: Rounds a stage needs before its times decide anything ("three of four" needs four).
+MIN_DECIDING_ROUNDS = 4
+#: A stage's timing stops at this many times its share of the budget, whatever the rounds
+#: (``--choose-seconds`` bounds the choice: plans too slow for it are not chosen).
+HARD_FACTOR = 2.0
 #: How many screened candidates go on to the confirming stage.
 SHORTLIST = 2
 #: The share of the timing budget (``max_seconds``) the screening stage gets; the confirming
@@ -101,11 +106,10 @@ class Choice:
     runner: str
     reason: str
     elapsed_s: float = 0.0
+    #: Whether enough rounds were timed to decide (False when timing failed, was not needed,
+    #: or too few rounds fit the time allowed): only such a choice is worth keeping.
+    conclusive: bool = False
 
-    @property
-    def timed(self) -> bool:
-        """Whether the candidates were timed (False when timing failed or was not needed)."""
-        return any(c.measured_s for c in self.candidates[1:])
 
     @property
     def shortlist(self) -> list[str]:
@@ -222,8 +226,10 @@ def choose(graph: OpGraph, support: Support, cost_model: CostModel,
     ``timer`` times the screening stage and ``confirm_timer`` (default: ``timer`` again) the
     confirming one. By default both are the PyTorch executor on ``device`` with ``bindings``,
     each up to ``rounds`` rounds but stopped once its share of ``max_seconds`` has passed
-    (:data:`SCREEN_SHARE` for screening, the rest for confirming; at least ``min_rounds``
-    each, so the executors' setup and the minimum rounds may take longer). If timing fails,
+    (:data:`SCREEN_SHARE` for screening, the rest for confirming) after ``min_rounds``, and at
+    :data:`HARD_FACTOR` times its share whatever the rounds (the executors' setup and warm-up
+    runs come on top). A stage with fewer than :data:`MIN_DECIDING_ROUNDS` rounds decides
+    nothing: greedy's plan is kept and the reason says to allow more seconds. If timing fails,
     greedy's plan is kept and the reason says why; nothing else changes.
     """
     start = time.perf_counter()
@@ -261,6 +267,9 @@ def measure_and_decide(candidates: Sequence[Candidate], timer: TimeFn, runner: s
         times = timer({c.name: c.plan for c in candidates})
         for candidate in candidates:
             candidate.measured_s = [float(t) for t in times.get(candidate.name, [])]
+        if len(greedy.measured_s) < MIN_DECIDING_ROUNDS:
+            return Choice(candidates, greedy.name, runner, _too_few(greedy.measured_s, "screening"),
+                          time.perf_counter() - start)
         picked = shortlist(candidates)
         if picked:
             again = (confirm_timer or timer)({c.name: c.plan for c in [greedy, *picked]})
@@ -277,9 +286,20 @@ def measure_and_decide(candidates: Sequence[Candidate], timer: TimeFn, runner: s
         rounds = len(greedy.measured_s)
         return Choice(candidates, greedy.name, runner,
                       f"no candidate was faster than greedy by median ({rounds} screening "
-                      "rounds): greedy's plan kept", time.perf_counter() - start)
+                      "rounds): greedy's plan kept", time.perf_counter() - start,
+                      conclusive=True)
+    if len(greedy.confirm_s) < MIN_DECIDING_ROUNDS:
+        return Choice(candidates, greedy.name, runner, _too_few(greedy.confirm_s, "confirming"),
+                      time.perf_counter() - start)
     chosen, reason = decide(candidates)
-    return Choice(candidates, chosen, runner, reason, time.perf_counter() - start)
+    return Choice(candidates, chosen, runner, reason, time.perf_counter() - start,
+                  conclusive=True)
+
+
+def _too_few(times: Sequence[float], stage: str) -> str:
+    each = f", {statistics.median(times):.3g} s a run" if times else ""
+    return (f"only {len(times)} {stage} rounds fit the time allowed{each} ({MIN_DECIDING_ROUNDS} "
+            "needed): greedy's plan kept; allow more seconds to choose")
 
 
 # ---------------------------------------------------------------------------- keeping decisions
@@ -353,7 +373,8 @@ def torch_timer(graph: OpGraph, bindings: Sequence[Sequence[Any]], *, device: st
             executor.prepare()
             for _ in range(2):
                 executor.run(inputs)
-        return timed_in_turns(executors, inputs, rounds, max_seconds, min_rounds)
+        return timed_in_turns(executors, inputs, rounds, max_seconds, min_rounds,
+                              hard_seconds=HARD_FACTOR * max_seconds)
 
     return timer
 

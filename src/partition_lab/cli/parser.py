@@ -271,7 +271,8 @@ def _add_partition(commands: Any) -> None:
                           "cuda[:N]; default cpu")
     sub.add_argument("--choose-seconds", type=float, default=20.0, metavar="S",
                      help="about how long --choose times the plans, both stages together "
-                          "(at least 6 rounds each, plus the executors' setup); default 20")
+                          "(6 rounds each at least, but never past twice the time; setup and "
+                          "builds on top; too few rounds keep greedy's plan); default 20")
     _add_gate_options(sub)
 
 

@@ -12,11 +12,13 @@ from typing import Any
 
 
 def timed_in_turns(executors: Mapping[str, Any], inputs: Mapping[str, Any], rounds: int,
-                   max_seconds: float, min_rounds: int) -> dict[str, list[float]]:
+                   max_seconds: float, min_rounds: int, hard_seconds: float | None = None
+                   ) -> dict[str, list[float]]:
     """End-to-end seconds of each (prepared, warm) executor (``run(inputs)``, and ``_clock()``
     that waits for its device first), one run of each per round in an
     order rotated every round (a drift of the machine hits every plan alike), until
-    ``rounds`` or ``max_seconds`` after ``min_rounds``."""
+    ``rounds`` or ``max_seconds`` after ``min_rounds``, and after ``hard_seconds`` (if given)
+    whatever the rounds: plans too slow for the budget get fewer rounds, not a longer wait."""
     names = list(executors)
     times: dict[str, list[float]] = {name: [] for name in names}
     start = time.perf_counter()
@@ -26,6 +28,8 @@ def timed_in_turns(executors: Mapping[str, Any], inputs: Mapping[str, Any], roun
             t0 = executor._clock()
             executor.run(inputs)
             times[name].append(executor._clock() - t0)
-        if r + 1 >= min_rounds and time.perf_counter() - start > max_seconds:
+        elapsed = time.perf_counter() - start
+        if (r + 1 >= min_rounds and elapsed > max_seconds) or \
+                (hard_seconds is not None and elapsed > hard_seconds):
             break
     return times

@@ -25,13 +25,12 @@ from typing import Any
 import numpy as np
 import tvm
 
+from ..choice import HARD_FACTOR, TimeFn
 from ..core.plan import PartitionPlan
 from ..errors import PartitionLabError
 from ..executors.turns import timed_in_turns
 from .graph import RelaxGraph
 from .regions import LibraryCache, is_gpu, plan_order, region_modules, tensor_name
-
-TimeFn = Callable[[Mapping[str, PartitionPlan]], dict[str, list[float]]]
 
 
 class BuiltPlan:
@@ -75,8 +74,10 @@ def tvm_timers(rg: RelaxGraph, *, device: str = "cpu", shares: tuple[float, ...]
     """Timers of plans of ``rg.graph`` built by TVM on ``device`` (``"cpu"``, ``"cuda"`` or
     ``"cuda:N"``), one per share of ``max_seconds`` (a choice's screening and confirming
     stages: ``shares=(0.5, 0.5)``), sharing their libraries. Each call loads the plans into new
-    VMs, runs each twice to warm up, then up to ``rounds`` rounds in turns, stopped once its
-    share of ``max_seconds`` has passed (after ``min_rounds``); building is not counted.
+    VMs, runs each once to warm up, then up to ``rounds`` rounds in turns, stopped once its
+    share of ``max_seconds`` has passed (after ``min_rounds``) and at
+    :data:`~partition_lab.choice.HARD_FACTOR` times it whatever the rounds; building and the
+    warm-up are not counted.
     Libraries go to ``workdir`` (default a temporary folder kept as long as the timers)."""
     gpu, host = _devices(device)
     scratch = None if workdir is not None else tempfile.TemporaryDirectory(prefix="pl_tvm_")
@@ -91,9 +92,9 @@ def tvm_timers(rg: RelaxGraph, *, device: str = "cpu", shares: tuple[float, ...]
                      for name, plan in plans.items()}
             inputs = {k: tvm.runtime.tensor(v, host) for k, v in inputs_np.items()}
             for runner in built.values():
-                for _ in range(2):
-                    runner.run(inputs)
-            return timed_in_turns(built, inputs, rounds, seconds, min_rounds)
+                runner.run(inputs)  # warm-up: TVM's first call of a library sets it up
+            return timed_in_turns(built, inputs, rounds, seconds, min_rounds,
+                                  hard_seconds=HARD_FACTOR * seconds)
         return timer
 
     return [timer_for(max_seconds * share) for share in shares]
