@@ -110,7 +110,6 @@ class Choice:
     #: or too few rounds fit the time allowed): only such a choice is worth keeping.
     conclusive: bool = False
 
-
     @property
     def shortlist(self) -> list[str]:
         """The candidates the confirming stage timed again (greedy not counted)."""
