@@ -1,9 +1,9 @@
 # Two entry points do all set-up on a fresh Debian 12 / Python 3.11 machine:
 #   make demo   - draw the bundled default model's partition (out/default.svg)
 #   make test   - lint and run the test suite (Python 3.11 with the [mxnet] extra)
-# and one for the newest Python that pyenv has (CI runs it after make test):
+# and one for the newest Python that pyenv has (CI runs it last):
 #   make test-py [PY=3.13]   - the suite on that Python, without MXNet (its tests skip)
-# and one for the Relax adapter (apache-tvm 0.27, its own venv; CI runs it last):
+# and one for the Relax adapter (apache-tvm 0.27, its own venv; CI runs it after make test):
 #   make test-relax [RELAX_PY=3.12]   - tests/relax in .venv-relax (Python 3.11 by default)
 SHELL := /bin/bash
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
