@@ -27,24 +27,16 @@ def one_stage_choice(candidates: list[dict[str, Any]]) -> str:
     greedy = candidates[0]["measured_s"]
     winners = []
     for candidate in candidates[1:]:
-        ratios = sorted(t / g for t, g in zip(candidate["measured_s"], greedy, strict=False)
-                        if g > 0)
-        if ratios and _quantile(ratios, 0.75) < 1.0:
+        ratios = [t / g for t, g in zip(candidate["measured_s"], greedy, strict=False) if g > 0]
+        if len(ratios) > 1 and statistics.quantiles(ratios, n=4, method="inclusive")[2] < 1.0:
             winners.append((statistics.median(ratios), candidate["plan"]))
     return min(winners)[1] if winners else candidates[0]["plan"]
 
 
-def _quantile(ordered: list[float], q: float) -> float:
-    position = q * (len(ordered) - 1)
-    low = int(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
-
-
 def greedy_spread(times: list[float]) -> float:
     """Half greedy's interquartile range over its median: its own round-to-round spread."""
-    ordered = sorted(times)
-    return (_quantile(ordered, 0.75) - _quantile(ordered, 0.25)) / 2 / statistics.median(ordered)
+    lower, median, upper = statistics.quantiles(times, n=4, method="inclusive")
+    return (upper - lower) / 2 / median
 
 
 def judge(row: dict[str, Any]) -> dict[str, Any]:

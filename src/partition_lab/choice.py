@@ -53,9 +53,6 @@ from .cost_models.base import CostModel
 from .errors import PartitionLabError
 from .strategies import available_strategies, get_strategy
 
-#: The quantile of a shortlisted candidate's confirming per-round time ratios to greedy that
-#: must be below 1 for it to win: faster than greedy in at least three rounds of four.
-WIN_QUANTILE = 0.75
 #: Rounds a stage needs before its times decide anything ("three of four" needs four).
 MIN_DECIDING_ROUNDS = 4
 #: A stage's timing stops at this many times its share of the budget, whatever the rounds
@@ -196,7 +193,7 @@ def decide(candidates: Sequence[Candidate]) -> tuple[str, str]:
     winners = []
     for candidate in candidates[1:]:
         ratios = ratios_to_greedy(candidate.confirm_s, greedy.confirm_s)
-        if ratios and _quantile(sorted(ratios), WIN_QUANTILE) < 1.0:
+        if ratios and upper_quartile(ratios) < 1.0:
             winners.append((statistics.median(ratios), candidate))
     rounds = f"{len(greedy.measured_s)} + {len(greedy.confirm_s)} rounds"
     if not winners:
@@ -207,11 +204,12 @@ def decide(candidates: Sequence[Candidate]) -> tuple[str, str]:
                        f"again ({rounds}), median {ratio:.3f}x greedy's time")
 
 
-def _quantile(ordered: Sequence[float], q: float) -> float:
-    position = q * (len(ordered) - 1)
-    low = int(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+def upper_quartile(values: Sequence[float]) -> float:
+    """The 75th percentile (linear interpolation between the closest ranks; a lone value is
+    its own quartile): below 1 for per-round ratios means faster in three rounds of four."""
+    if len(values) == 1:
+        return values[0]
+    return statistics.quantiles(values, n=4, method="inclusive")[2]
 
 
 # ---------------------------------------------------------------------------- choose
@@ -379,4 +377,5 @@ def torch_timer(graph: OpGraph, bindings: Sequence[Sequence[Any]], *, device: st
 
 
 __all__ = ["Candidate", "Choice", "choose", "decide", "decision_key", "measure_and_decide",
-           "propose", "ratios_to_greedy", "remember", "reuse", "shortlist", "torch_timer"]
+           "propose", "ratios_to_greedy", "remember", "reuse", "shortlist", "torch_timer",
+           "upper_quartile"]
