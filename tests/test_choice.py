@@ -191,6 +191,37 @@ def test_turns_stop_at_the_hard_limit_whatever_the_rounds(monkeypatch) -> None:
     assert len(unbounded["a"]) == 6
 
 
+def test_a_settling_run_keeps_what_ran_before_out_of_a_plans_time(monkeypatch) -> None:
+    """The rotation keeps the cyclic order, so greedy follows the all-host plan in two rounds
+    of three and an equal plan in one; on a machine where running after it costs 1 s more (the GPU idled meanwhile),
+    greedy looks slower than an equal plan, unless each timed run follows a settling one."""
+    from partition_lab.executors import turns
+
+    now, last = [0.0], [""]
+    monkeypatch.setattr(turns.time, "perf_counter", lambda: now[0])
+
+    class Plan:
+        def __init__(self, name: str, seconds: float) -> None:
+            self.name, self.seconds = name, seconds
+
+        def _clock(self) -> float:
+            return now[0]
+
+        def run(self, _inputs) -> None:  # noqa: ANN001
+            now[0] += self.seconds + (1.0 if last[0] == "all_cpu" != self.name else 0.0)
+            last[0] = self.name
+
+    plans = {"greedy": Plan("greedy", 2.0), "cost": Plan("cost", 2.0),
+             "all_cpu": Plan("all_cpu", 5.0)}
+    biased = turns.timed_in_turns(plans, {}, rounds=9, max_seconds=1e9, min_rounds=9)
+    # rounds run greedy,cost,all_cpu / cost,all_cpu,greedy / all_cpu,greedy,cost / ...: greedy
+    # follows the all-host plan in 6 rounds of 9, cost (starting a round after it) in 3
+    assert sum(biased["greedy"]) == 9 * 2.0 + 6 and sum(biased["cost"]) == 9 * 2.0 + 3
+    settled = turns.timed_in_turns(plans, {}, rounds=9, max_seconds=1e9, min_rounds=9,
+                                   settle=1)
+    assert settled == {"greedy": [2.0] * 9, "cost": [2.0] * 9, "all_cpu": [5.0] * 9}
+
+
 # ---------------------------------------------------------------------------- a simulated machine
 def _noisy_machine(true_s: dict[str, float], rng, *, round_sd: float, instance_sd: float):  # noqa: ANN001, ANN202
     """A timer for a simulated machine: each call builds new 'executors', each with its own

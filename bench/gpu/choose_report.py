@@ -8,7 +8,13 @@ other plan of the bundle). A row counts as a hit when the chosen plan is within 
 best, and as a loss when it is slower than greedy in round B by more than the spread of
 greedy's own round-B times (half the interquartile range of greedy's time over its median).
 
+``--carry-over`` reports instead how much what ran before a plan slowed it: in the screening
+rounds the candidates rotate in a fixed cyclic order (greedy first, the all-host plan last), so
+greedy follows the all-host plan in every round but those it starts, where it follows a GPU
+plan; the ratio of greedy's median time in the first kind of round to the second, per row.
+
     python bench/gpu/choose_report.py bench/results/gpu_choose_run_c.json [more runs]
+    python bench/gpu/choose_report.py --carry-over bench/results/gpu_choose_run_*.json
 """
 
 from __future__ import annotations
@@ -87,11 +93,45 @@ def report(paths: list[Path]) -> str:
     return "\n".join(lines)
 
 
+def carry_over(row: dict[str, Any]) -> float | None:
+    """Greedy's median screening time after the all-host plan over its median after a GPU
+    plan (the rounds it starts); None where the row has no all-host candidate or too few
+    rounds. Rotation: round r runs ``names[r % n:] + names[:r % n]``."""
+    candidates = row["choice"]["candidates"]
+    names = [c["plan"] for c in candidates]
+    if names[-1] != "all_cpu" or len(names) < 3:
+        return None
+    greedy, n = candidates[0]["measured_s"], len(names)
+    after_host = [t for r, t in enumerate(greedy) if r % n]
+    after_gpu = [t for r, t in enumerate(greedy) if r % n == 0]
+    if len(after_gpu) < 2 or len(after_host) < 2:
+        return None
+    return statistics.median(after_host) / statistics.median(after_gpu)
+
+
+def carry_over_report(paths: list[Path]) -> str:
+    lines = ["| run | bundle | greedy after the all-host plan / after a GPU plan |", "|---|---|---|"]
+    ratios = []
+    for path in paths:
+        for row in json.loads(path.read_text())["rows"]:
+            ratio = carry_over(row)
+            if ratio is not None:
+                ratios.append(ratio)
+                lines.append(f"| {path.stem} | {row['bundle']} | {ratio:.3f} |")
+    if ratios:
+        lines += ["", f"- {len(ratios)} rows: median {statistics.median(ratios):.3f}, over 1 on "
+                  f"{sum(r > 1 for r in ratios)}, over 1.05 on {sum(r > 1.05 for r in ratios)}, "
+                  f"range {min(ratios):.3f}-{max(ratios):.3f}"]
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", type=Path, nargs="+")
+    parser.add_argument("--carry-over", action="store_true",
+                        help="how much running after the all-host plan slowed greedy's plan")
     args = parser.parse_args(argv)
-    print(report(args.runs))
+    print(carry_over_report(args.runs) if args.carry_over else report(args.runs))
     return 0
 
 

@@ -4,8 +4,9 @@ The cost model ranks plans well but its error is as large as many of the gains i
 (``strategies/robust.py``), so the last step is taken by timing: :func:`propose` keeps greedy's
 plan and the ``k`` best distinct other plans twice over, by predicted mean and by optimism
 (mean - 2 sd, so that a plan the model is unsure of still gets tried); :func:`choose` times them
-in two stages, each end to end in turns (one run of each per round, the order rotated every
-round, so that a drift of the machine hits every plan alike):
+in two stages, each end to end in turns (one timed run of each per round, the order rotated
+every round, so that a drift of the machine hits every plan alike, and each timed run right
+after an untimed one of the same plan, so that what ran before it does not count):
 
 1. *screen*: every candidate; the (up to) :data:`SHORTLIST` candidates with the lowest median
    per-round time ratio to greedy below 1 go on;
@@ -63,6 +64,9 @@ SHORTLIST = 2
 #: The share of the timing budget (``max_seconds``) the screening stage gets; the confirming
 #: stage, with fewer plans, gets the rest.
 SCREEN_SHARE = 0.5
+#: Untimed runs of a plan right before each timed one (``timed_in_turns(settle=)``): what
+#: ran before it must not slow it (the plan after an all-host plan did, by a median 7-9%).
+SETTLE_RUNS = 1
 #: Optimism: a plan's predicted mean minus this many standard deviations.
 OPTIMISM_Z = 2.0
 
@@ -354,8 +358,9 @@ def torch_timer(graph: OpGraph, bindings: Sequence[Sequence[Any]], *, device: st
                 rounds: int = 30, min_rounds: int = 6, max_seconds: float = 20.0,
                 seed: int = 0) -> TimeFn:
     """A :data:`TimeFn` running plans with the PyTorch executor: seeded synthetic weights,
-    batch norms calibrated on the input, two warm-up runs each, then rounds in turns. Every
-    call builds its executors anew (what the confirming stage relies on)."""
+    batch norms calibrated on the input, two warm-up runs each, then rounds in turns, each
+    timed run after :data:`SETTLE_RUNS` untimed ones of the same plan. Every call builds its
+    executors anew (what the confirming stage relies on)."""
     def timer(plans: Mapping[str, PartitionPlan]) -> dict[str, list[float]]:
         from .executors.torch_exec import PlanExecutor, calibrate_batch_norm
         from .executors.turns import timed_in_turns
@@ -371,7 +376,7 @@ def torch_timer(graph: OpGraph, bindings: Sequence[Sequence[Any]], *, device: st
             for _ in range(2):
                 executor.run(inputs)
         return timed_in_turns(executors, inputs, rounds, max_seconds, min_rounds,
-                              hard_seconds=HARD_FACTOR * max_seconds)
+                              hard_seconds=HARD_FACTOR * max_seconds, settle=SETTLE_RUNS)
 
     return timer
 

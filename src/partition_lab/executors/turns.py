@@ -12,19 +12,27 @@ from typing import Any
 
 
 def timed_in_turns(executors: Mapping[str, Any], inputs: Mapping[str, Any], rounds: int,
-                   max_seconds: float, min_rounds: int, hard_seconds: float | None = None
-                   ) -> dict[str, list[float]]:
+                   max_seconds: float, min_rounds: int, hard_seconds: float | None = None,
+                   settle: int = 0) -> dict[str, list[float]]:
     """End-to-end seconds of each (prepared, warm) executor (``run(inputs)``, and ``_clock()``
     that waits for its device first), one run of each per round in an
     order rotated every round (a drift of the machine hits every plan alike), until
     ``rounds`` or ``max_seconds`` after ``min_rounds``, and after ``hard_seconds`` (if given)
-    whatever the rounds: plans too slow for the budget get fewer rounds, not a longer wait."""
+    whatever the rounds: plans too slow for the budget get fewer rounds, not a longer wait.
+
+    ``settle``: untimed runs of a plan right before each of its timed runs. Rotation keeps the
+    cyclic order, so one plan follows the same other plan in almost every round; on the H200 a
+    plan run right after an all-host plan (the GPU idle meanwhile) measured a median 7-9% slower
+    than after a GPU plan (``bench/gpu/choose_report.py --carry-over``). With ``settle=1`` the
+    timed run follows a run of the same plan, as it does when a model is served."""
     names = list(executors)
     times: dict[str, list[float]] = {name: [] for name in names}
     start = time.perf_counter()
     for r in range(rounds):
         for name in names[r % len(names):] + names[:r % len(names)]:
             executor = executors[name]
+            for _ in range(settle):
+                executor.run(inputs)
             t0 = executor._clock()
             executor.run(inputs)
             times[name].append(executor._clock() - t0)

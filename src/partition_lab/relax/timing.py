@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import tvm
 
-from ..choice import HARD_FACTOR, TimeFn
+from ..choice import HARD_FACTOR, SETTLE_RUNS, TimeFn
 from ..core.plan import PartitionPlan
 from ..errors import PartitionLabError
 from ..executors.turns import timed_in_turns
@@ -74,7 +74,8 @@ def tvm_timers(rg: RelaxGraph, *, device: str = "cpu", shares: tuple[float, ...]
     """Timers of plans of ``rg.graph`` built by TVM on ``device`` (``"cpu"``, ``"cuda"`` or
     ``"cuda:N"``), one per share of ``max_seconds`` (a choice's screening and confirming
     stages: ``shares=(0.5, 0.5)``), sharing their libraries. Each call loads the plans into new
-    VMs, runs each once to warm up, then up to ``rounds`` rounds in turns, stopped once its
+    VMs, runs each once to warm up, then up to ``rounds`` rounds in turns (each timed run after
+    :data:`~partition_lab.choice.SETTLE_RUNS` untimed ones of the same plan), stopped once its
     share of ``max_seconds`` has passed (after ``min_rounds``) and at
     :data:`~partition_lab.choice.HARD_FACTOR` times it whatever the rounds; building and the
     warm-up are not counted.
@@ -94,7 +95,7 @@ def tvm_timers(rg: RelaxGraph, *, device: str = "cpu", shares: tuple[float, ...]
             for runner in built.values():
                 runner.run(inputs)  # warm-up: TVM's first call of a library sets it up
             return timed_in_turns(built, inputs, rounds, seconds, min_rounds,
-                                  hard_seconds=HARD_FACTOR * seconds)
+                                  hard_seconds=HARD_FACTOR * seconds, settle=SETTLE_RUNS)
         return timer
 
     return [timer_for(max_seconds * share) for share in shares]
