@@ -193,8 +193,9 @@ def test_turns_stop_at_the_hard_limit_whatever_the_rounds(monkeypatch) -> None:
 
 def test_a_settling_run_keeps_what_ran_before_out_of_a_plans_time(monkeypatch) -> None:
     """The rotation keeps the cyclic order, so greedy follows the all-host plan in two rounds
-    of three and an equal plan in one; on a machine where running after it costs 1 s more (the GPU idled meanwhile),
-    greedy looks slower than an equal plan, unless each timed run follows a settling one."""
+    of three and an equal plan in one; on a machine where running after it costs 1 s more
+    (the GPU idled meanwhile), greedy looks slower than an equal plan, unless each timed run
+    follows a settling one."""
     from partition_lab.executors import turns
 
     now, last = [0.0], [""]
