@@ -53,14 +53,14 @@ lint: setup
 	$(BIN)/ruff check src tests bench examples
 
 test: lint
-	$(BIN)/pytest -q -n 2 --dist loadfile
+	$(BIN)/pytest -q -n 2 --dist loadfile --no-loadscope-reorder
 
 # The whole suite, not a subset: without MXNet it took 3.5 minutes here (README), well inside
 # CI's limit after make test. MXNet tests skip (tests/conftest.py); numpy is 2.x there. PATH:
 # tests run the partition-lab console script.
 test-py: $(PY_VENV)/.installed
 	PATH="$(CURDIR)/$(PY_VENV)/bin:$$PATH" PARTITION_LAB_REQUIRE_MXNET=0 \
-		$(PY_VENV)/bin/pytest -q -n 2 --dist loadfile
+		$(PY_VENV)/bin/pytest -q -n 2 --dist loadfile --no-loadscope-reorder
 
 # The Python version test-py would use, or "none" (.ci/run asks).
 print-py:
