@@ -15,6 +15,14 @@ Runs here (no GPU, no TVM): bundles carry the graphs and the plans.
     PYTHONPATH=src python bench/calibrate_sigma.py --bundles .gpu_bundle/suite_planned \\
         --cache bench/results/gpu_suite_cache.json \\
         --runs bench/results/gpu_suite_run1_raw.json bench/results/gpu_suite_run2_raw.json
+
+``--check`` judges the package's scales (``GAIN_SIGMA_SCALE``, ``TOTAL_SIGMA_SCALE``, fitted as
+above) on later runs they were not fitted on: round B of ``bench/gpu/choose_suite.py run``
+(every candidate and every other plan of a bundle, each timed run after a settling run of the
+same plan), the measured gain being round B's paired ratio to greedy:
+
+    PYTHONPATH=src python bench/calibrate_sigma.py --bundles .gpu_bundle/choose \
+        --cache bench/results/gpu_suite_cache.json --check bench/results/gpu_choose_run_e.json
 """
 
 from __future__ import annotations
@@ -22,11 +30,16 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import statistics
 from pathlib import Path
 from typing import Any
 
 from partition_lab.cost_models.base import evaluate
-from partition_lab.cost_models.profiled import ProfiledCostModel
+from partition_lab.cost_models.profiled import (
+    GAIN_SIGMA_SCALE,
+    TOTAL_SIGMA_SCALE,
+    ProfiledCostModel,
+)
 from partition_lab.executors.graph_io import read_bundle
 from partition_lab.strategies.costing import CostTables
 from partition_lab.strategies.robust import gain_sigma, plan_sigma
@@ -61,7 +74,7 @@ def plan_errors(bundle_path: Path, cache: dict[str, Any], rows: list[dict[str, A
             sigma = gain_sigma(tables, g_dev, g_regions, device, [r.nodes for r in plan.regions])
             total = evaluate(plan, model).total
             predicted = 1 - total / g_pred
-            measured = 1 - timed["median_s"] / g_meas
+            measured = 1 - timed.get("ratio_to_greedy", timed["median_s"] / g_meas)
             out.append({"model": row["model"], "platform": row["platform"], "plan": name,
                         "run": run, "error": predicted - measured, "sigma": sigma / g_pred,
                         "total_error": math.log(timed["median_s"] / total),
@@ -85,14 +98,61 @@ def scale_for(points: list[dict[str, Any]], kind: str = "", target: float = 0.95
     return ratios[min(len(ratios) - 1, int(round(target * (len(ratios) - 1))))]
 
 
+def choose_rows(run: dict[str, Any]) -> list[dict[str, Any]]:
+    """A ``choose_suite.py run`` file's round B as rows of :func:`plan_errors`: each plan's
+    median over every set of executors, and its paired ratio to greedy."""
+    rows = []
+    for row in run["rows"]:
+        plans = {name: {"median_s": statistics.median(t for times in timed["sets_s"]
+                                                      for t in times),
+                        "ratio_to_greedy": timed["ratio_to_greedy"]}
+                 for name, timed in row["round_b"].items()}
+        rows.append({"model": row["model"], "platform": row["platform"],
+                     "bundle": row["bundle"], "plans": plans})
+    return rows
+
+
+def check(bundles: Path, cache: dict[str, Any], runs: list[Path]) -> dict[str, Any]:
+    """Coverage of +-2 sd with the package's scales on each of ``runs`` (choose-suite files),
+    overall and per platform, gains and totals."""
+    report: dict[str, Any] = {"gain_sigma_scale": GAIN_SIGMA_SCALE,
+                              "total_sigma_scale": TOTAL_SIGMA_SCALE, "runs": {}}
+    for path in runs:
+        points: list[dict[str, Any]] = []
+        for row in choose_rows(json.loads(path.read_text())):
+            if (bundles / row["bundle"]).exists():
+                points += plan_errors(bundles / row["bundle"], cache, [row])
+        gains = [p for p in points if "error" in p]
+        entry: dict[str, Any] = {
+            "rows": len({p["model"] + p["platform"] for p in points}), "plans": len(gains),
+            "gain_coverage": coverage(gains, GAIN_SIGMA_SCALE),
+            "gain_coverage_stated": coverage(gains, 1.0),
+            "total_coverage": coverage(points, TOTAL_SIGMA_SCALE, "total_"),
+            "per_platform": {}}
+        for platform in sorted({p["platform"] for p in gains}):
+            mine = [p for p in gains if p["platform"] == platform]
+            entry["per_platform"][platform] = [coverage(mine, GAIN_SIGMA_SCALE), len(mine)]
+        report["runs"][path.name] = entry
+    return report
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bundles", type=Path, required=True)
     parser.add_argument("--cache", type=Path, required=True)
-    parser.add_argument("--runs", type=Path, nargs=2, required=True)
+    mode = parser.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--runs", type=Path, nargs=2, help="fit on the first, check on the second")
+    mode.add_argument("--check", type=Path, nargs="+",
+                      help="choose_suite.py run files: the shipped scales' coverage on them")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
     cache = json.loads(args.cache.read_text())
+    if args.check:
+        text = json.dumps(check(args.bundles, cache, args.check), indent=1)
+        print(text)
+        if args.out:
+            args.out.write_text(text + "\n")
+        return 0
     runs = [json.loads(p.read_text())["rows"] for p in args.runs]
     points: list[dict[str, Any]] = []
     for row in runs[0]:

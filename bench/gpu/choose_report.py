@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 from pathlib import Path
 from typing import Any
@@ -93,35 +94,66 @@ def report(paths: list[Path]) -> str:
     return "\n".join(lines)
 
 
-def carry_over(row: dict[str, Any]) -> float | None:
-    """Greedy's median screening time after the all-host plan over its median after a GPU
-    plan (the rounds it starts); None where the row has no all-host candidate or too few
-    rounds. Rotation: round r runs ``names[r % n:] + names[:r % n]``."""
+def position_ratio(times: list[float], n: int, k: int) -> float | None:
+    """The ``k``-th of ``n`` rotated plans: its median time in the rounds it did not start
+    over its median in the rounds it started (round r runs ``names[r % n:] + names[:r % n]``,
+    so plan k starts rounds with ``r % n == k``); None with fewer than two rounds of either."""
+    started = [t for r, t in enumerate(times) if r % n == k]
+    others = [t for r, t in enumerate(times) if r % n != k]
+    if len(started) < 2 or len(others) < 2:
+        return None
+    return statistics.median(others) / statistics.median(started)
+
+
+def carry_over(row: dict[str, Any]) -> dict[str, float | None] | None:
+    """How a plan's screening time depends on what ran before it; None where the row has no
+    all-host candidate (listed last) or fewer than three candidates.
+
+    - ``greedy``: greedy's median after the all-host plan (the rounds it does not start) over
+      its median after a GPU plan (the rounds it starts).
+    - ``second``: the candidate after greedy follows the all-host plan only in the rounds it
+      starts: its median after greedy over its median after the all-host plan (below 1 where
+      the all-host plan slows it).
+    - ``control``: the same started/not-started ratio for the later candidates, which never
+      follow the all-host plan (geometric mean of theirs): what the statistic shows without
+      any carry-over (round position, drift, the median of a few rounds)."""
     candidates = row["choice"]["candidates"]
     names = [c["plan"] for c in candidates]
-    if names[-1] != "all_cpu" or len(names) < 3:
+    n = len(names)
+    if names[-1] != "all_cpu" or n < 3:
         return None
-    greedy, n = candidates[0]["measured_s"], len(names)
-    after_host = [t for r, t in enumerate(greedy) if r % n]
-    after_gpu = [t for r, t in enumerate(greedy) if r % n == 0]
-    if len(after_gpu) < 2 or len(after_host) < 2:
-        return None
-    return statistics.median(after_host) / statistics.median(after_gpu)
+    later = [position_ratio(c["measured_s"], n, k) for k, c in enumerate(candidates[2:-1], 2)]
+    later = [r for r in later if r is not None]
+    return {"greedy": position_ratio(candidates[0]["measured_s"], n, 0),
+            "second": position_ratio(candidates[1]["measured_s"], n, 1),
+            "control": math.prod(later) ** (1 / len(later)) if later else None}
+
+
+def _summary(label: str, ratios: list[float]) -> str:
+    return (f"- {label}: {len(ratios)} rows, median {statistics.median(ratios):.3f}, over 1 on "
+            f"{sum(r > 1 for r in ratios)}, over 1.05 on {sum(r > 1.05 for r in ratios)}, "
+            f"range {min(ratios):.3f}-{max(ratios):.3f}")
 
 
 def carry_over_report(paths: list[Path]) -> str:
-    lines = ["| run | bundle | greedy after the all-host plan / after a GPU plan |", "|---|---|---|"]
-    ratios = []
+    lines = ["| run | bundle | greedy: after the all-host plan / after a GPU plan | second "
+             "candidate: after greedy / after the all-host plan | control |", "|---|---|---|---|---|"]
+    columns: dict[str, list[float]] = {"greedy": [], "second": [], "control": []}
     for path in paths:
         for row in json.loads(path.read_text())["rows"]:
-            ratio = carry_over(row)
-            if ratio is not None:
-                ratios.append(ratio)
-                lines.append(f"| {path.stem} | {row['bundle']} | {ratio:.3f} |")
-    if ratios:
-        lines += ["", f"- {len(ratios)} rows: median {statistics.median(ratios):.3f}, over 1 on "
-                  f"{sum(r > 1 for r in ratios)}, over 1.05 on {sum(r > 1.05 for r in ratios)}, "
-                  f"range {min(ratios):.3f}-{max(ratios):.3f}"]
+            ratios = carry_over(row)
+            if ratios is None or ratios["greedy"] is None:
+                continue
+            for key, value in ratios.items():
+                if value is not None:
+                    columns[key].append(value)
+            cells = " | ".join("-" if v is None else f"{v:.3f}" for v in ratios.values())
+            lines.append(f"| {path.stem} | {row['bundle']} | {cells} |")
+    labels = {"greedy": "greedy after the all-host plan / after a GPU plan",
+              "second": "second candidate after greedy / after the all-host plan",
+              "control": "control, later candidates (never after the all-host plan)"}
+    lines.append("")
+    lines += [_summary(labels[key], values) for key, values in columns.items() if values]
     return "\n".join(lines)
 
 
