@@ -88,9 +88,10 @@ _MXNET_FINDER = SkipOnMXNetImport()
 
 
 # The slowest files, handed to the workers first (the Makefile's ``--dist loadfile
-# --no-loadscope-reorder`` keeps this order): the README test alone took 359 s of a 28-min run
-# on 2 cores (test_platform_relay.py over 369 s) and, scheduled last by xdist's default order (files with the most tests first), ran
-# with the other worker idle. Longest first is the usual greedy schedule for two machines.
+# --no-loadscope-reorder`` keeps this order). In a 28-min run on 2 cores the README test took
+# 359 s and test_platform_relay.py over 369 s; xdist's default order (files with the most tests
+# first) ran the README test last, with the other worker idle. Longest first is the usual
+# greedy schedule for two machines.
 RUN_FIRST = ("test_readme.py", "test_platform_relay.py")
 
 

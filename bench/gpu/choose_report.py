@@ -157,13 +157,57 @@ def carry_over_report(paths: list[Path]) -> str:
     return "\n".join(lines)
 
 
+def judge_report(paths: list[Path], within: float = 0.03) -> str:
+    """How far round B (the judge) agrees with itself: within one run, the plan best by the
+    first set of executors against the second set's best, and one plan's ratio to greedy in
+    the two sets; across runs (a bundle in two of ``paths``: two instances), the same for
+    the runs' ratios. A chooser cannot be judged finer than the judge repeats itself."""
+    best_hits = rows = 0
+    set_gaps: list[float] = []
+    by_bundle: dict[str, list[dict[str, float]]] = {}
+    for path in paths:
+        for row in json.loads(path.read_text())["rows"]:
+            sets = [{name: timed["set_ratios"][i] for name, timed in row["round_b"].items()}
+                    for i in range(2)] if all(len(t["set_ratios"]) > 1
+                                              for t in row["round_b"].values()) else None
+            by_bundle.setdefault(row["bundle"], []).append(
+                {name: timed["ratio_to_greedy"] for name, timed in row["round_b"].items()})
+            if sets is None:
+                continue
+            first, second = sets
+            rows += 1
+            best_hits += second[min(first, key=first.get)] <= (1 + within) * min(second.values())
+            set_gaps += [abs(first[n] / second[n] - 1) for n in first if n != "greedy"]
+    lines = []
+    if rows:
+        lines.append(f"- within runs: the first set's best plan within {within:.0%} of the "
+                     f"second set's best on {best_hits} of {rows} rows; one plan's ratio to "
+                     f"greedy, first set over second: median {statistics.median(set_gaps):.1%} "
+                     f"apart, over {within:.0%} on {sum(g > within for g in set_gaps)} of "
+                     f"{len(set_gaps)}")
+    pairs = [runs for runs in by_bundle.values() if len(runs) == 2]
+    if pairs:
+        gaps = [abs(a[n] / b[n] - 1) for a, b in pairs for n in a if n != "greedy" and n in b]
+        hits = sum(b[min(a, key=a.get)] <= (1 + within) * min(b.values()) for a, b in pairs)
+        lines.append(f"- across runs: the first run's best plan within {within:.0%} of the "
+                     f"second run's best on {hits} of {len(pairs)} bundles; one plan's ratio "
+                     f"to greedy: median {statistics.median(gaps):.1%} apart, over "
+                     f"{within:.0%} on {sum(g > within for g in gaps)} of {len(gaps)}")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", type=Path, nargs="+")
     parser.add_argument("--carry-over", action="store_true",
                         help="how much running after the all-host plan slowed greedy's plan")
+    parser.add_argument("--judge", action="store_true",
+                        help="how far round B agrees with itself (sets, and two runs)")
     args = parser.parse_args(argv)
-    print(carry_over_report(args.runs) if args.carry_over else report(args.runs))
+    if args.judge:
+        print(judge_report(args.runs))
+    else:
+        print(carry_over_report(args.runs) if args.carry_over else report(args.runs))
     return 0
 
 
