@@ -65,7 +65,8 @@ SHORTLIST = 2
 #: stage, with fewer plans, gets the rest.
 SCREEN_SHARE = 0.5
 #: Untimed runs of a plan right before each timed one (``timed_in_turns(settle=)``): what
-#: ran before it must not slow it (the plan after an all-host plan did, by a median 7-9%).
+#: ran before it must not slow it (the plan after an all-host plan did, by a median 7-9%;
+#: with one settling run, 3%: bench/results/gpu_choose.md).
 SETTLE_RUNS = 1
 #: Optimism: a plan's predicted mean minus this many standard deviations.
 OPTIMISM_Z = 2.0
