@@ -22,7 +22,7 @@ above) on later runs they were not fitted on: round B of ``bench/gpu/choose_suit
 same plan), the measured gain being round B's paired ratio to greedy:
 
     PYTHONPATH=src python bench/calibrate_sigma.py --bundles .gpu_bundle/choose \
-        --cache bench/results/gpu_suite_cache.json --check bench/results/gpu_choose_run_e.json
+        --cache bench/results/gpu_suite_cache.json --check bench/results/gpu_choose_run_f.json bench/results/gpu_choose_run_g.json
 """
 
 from __future__ import annotations

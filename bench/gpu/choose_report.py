@@ -114,7 +114,7 @@ def carry_over(row: dict[str, Any]) -> dict[str, float | None] | None:
     - ``second``: the candidate after greedy follows the all-host plan only in the rounds it
       starts: its median after greedy over its median after the all-host plan (below 1 where
       the all-host plan slows it).
-    - ``control``: the same started/not-started ratio for the later candidates, which never
+    - ``control``: the same ratio (not started over started) for the later candidates, which never
       follow the all-host plan (geometric mean of theirs): what the statistic shows without
       any carry-over (round position, drift, the median of a few rounds)."""
     candidates = row["choice"]["candidates"]
