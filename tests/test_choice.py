@@ -223,6 +223,33 @@ def test_a_settling_run_keeps_what_ran_before_out_of_a_plans_time(monkeypatch) -
     assert settled == {"greedy": [2.0] * 9, "cost": [2.0] * 9, "all_cpu": [5.0] * 9}
 
 
+def test_settling_by_seconds_runs_a_short_plan_until_the_time_has_passed(monkeypatch) -> None:
+    """``settle_s``: a plan of 1 s settles with at least 3 untimed runs before each timed one
+    when 2.5 s of settling are asked for; a plan of 5 s still settles with the one run asked."""
+    from partition_lab.executors import turns
+
+    now = [0.0]
+    monkeypatch.setattr(turns.time, "perf_counter", lambda: now[0])
+    runs: dict[str, int] = {"short": 0, "long": 0}
+
+    class Plan:
+        def __init__(self, name: str, seconds: float) -> None:
+            self.name, self.seconds = name, seconds
+
+        def _clock(self) -> float:
+            return now[0]
+
+        def run(self, _inputs) -> None:  # noqa: ANN001
+            now[0] += self.seconds
+            runs[self.name] += 1
+
+    times = turns.timed_in_turns({"short": Plan("short", 1.0), "long": Plan("long", 5.0)}, {},
+                                 rounds=4, max_seconds=1e9, min_rounds=4, settle=1,
+                                 settle_s=2.5)
+    assert times == {"short": [1.0] * 4, "long": [5.0] * 4}
+    assert runs == {"short": 4 * (3 + 1), "long": 4 * (1 + 1)}
+
+
 # ---------------------------------------------------------------------------- a simulated machine
 def _noisy_machine(true_s: dict[str, float], rng, *, round_sd: float, instance_sd: float):  # noqa: ANN001, ANN202
     """A timer for a simulated machine: each call builds new 'executors', each with its own

@@ -14,7 +14,10 @@ screening and confirming stages, ``--seconds`` in all); round B
 times the candidates and, with ``--all``, those other plans again in turns (new executors, new
 rounds), so the chosen plan is judged on times that did not choose it, against the best plan
 timed in the same run; ``--b-sets N`` times round B N times, each with new executors, and
-judges by the geometric mean of the sets' ratios. Written after every bundle.
+judges by the geometric mean of the sets' ratios. With ``--race`` round B is raced: B0 times
+every plan once (new executors), and only greedy, the chosen plan and the plans near B0's best
+(:func:`contenders`) go on to the ``--b-sets`` judging sets, so the seconds go to the plans
+that could be the best, not to the all-host plan. Written after every bundle.
 
     python bench/gpu/choose_suite.py prepare --cache bench/results/gpu_suite_cache.json \\
         --bundles .gpu_bundle/suite_planned/s_* --out .gpu_bundle/choose --k 3
@@ -25,6 +28,7 @@ judges by the geometric mean of the sets' ratios. Written after every bundle.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import statistics
@@ -69,7 +73,7 @@ def _placement(plan: Any) -> tuple[str, ...]:
 
 
 def run(bundles: list[Path], device: str, out: Path, seconds: float, every: bool,
-        seconds_b: float, b_sets: int = 1) -> None:
+        seconds_b: float, b_sets: int = 1, race: bool = False) -> None:
     from partition_lab.choice import SCREEN_SHARE, Candidate, measure_and_decide, torch_timer
     from partition_lab.executors.graph_io import read_bundle
 
@@ -88,19 +92,62 @@ def run(bundles: list[Path], device: str, out: Path, seconds: float, every: bool
             judged = {c.name: c.plan for c in candidates}
             if every:
                 judged |= {n: p for n, p in bundle.plans.items() if n.startswith("other:")}
-            sets = [torch_timer(bundle.graph, bundle.bindings, device=device, rounds=200,
-                                min_rounds=6, max_seconds=seconds_b)(judged)  # round B
-                    for _ in range(b_sets)]  # each set with executors of its own
+            # each call of a timer builds executors of its own
+            new_timer = functools.partial(torch_timer, bundle.graph, bundle.bindings,
+                                          device=device, rounds=400, min_rounds=6)
+            if race:
+                heats = new_timer(max_seconds=seconds_b)(judged)  # round B0: every plan, once
+                kept = contenders(heats, choice.chosen)
+                sets = [new_timer(max_seconds=seconds_b)({n: judged[n] for n in kept})
+                        for _ in range(b_sets)]
+                round_b = {name: race_record(heats, sets, name) for name in judged}
+            else:
+                sets = [new_timer(max_seconds=seconds_b)(judged) for _ in range(b_sets)]  # round B
+                round_b = {name: round_b_record([t[name] for t in sets],
+                                                [t["greedy"] for t in sets]) for name in judged}
             rows.append({
                 "model": bundle.meta.get("model", path.name[:-8]), "bundle":
                 f"{folder.name}/{path.name}", "platform": candidates[0].plan.platform_name,
-                "ops": len(bundle.graph), "choice": choice.to_dict(),
-                "round_b": {name: round_b_record([times[name] for times in sets],
-                                                 [times["greedy"] for times in sets])
-                            for name in judged}})
+                "ops": len(bundle.graph), "choice": choice.to_dict(), "round_b": round_b,
+                "judge": "race" if race else "sets"})
             out.write_text(json.dumps({"device": device, "rows": rows}, indent=1))
             print(f"{rows[-1]['bundle']}: {choice.chosen} ({choice.reason}) "
                   f"{choice.elapsed_s:.1f} s", flush=True)
+
+
+#: Round B0's plans within this factor of its best ratio to greedy go on to the judging sets.
+RACE_MARGIN = 1.15
+#: At most this many plans (greedy and the chosen plan included) go on.
+RACE_CAP = 6
+
+
+def contenders(heats: dict[str, list[float]], chosen: str) -> list[str]:
+    """Greedy, the chosen plan, and the plans of round B0 (every plan in turns, the all-host
+    plan too) whose median per-round ratio to greedy is within :data:`RACE_MARGIN` of the
+    best, fastest first, :data:`RACE_CAP` in all: the plans that could be "the best timed
+    plan". The rest are judged on B0 alone (15% slower than B0's best is far from a 3% call)."""
+    ratio = {n: statistics.median([a / g for a, g in zip(t, heats["greedy"], strict=False)])
+             for n, t in heats.items()}
+    best = min(ratio.values())
+    kept = ["greedy", *([chosen] if chosen != "greedy" else [])]
+    for name in sorted(ratio, key=ratio.get):
+        if len(kept) < RACE_CAP and name not in kept and ratio[name] <= best * RACE_MARGIN:
+            kept.append(name)
+    return kept
+
+
+def race_record(heats: dict[str, list[float]], sets: list[dict[str, list[float]]],
+                name: str) -> dict[str, Any]:
+    """One plan's round B when raced: B0's times (``heat_s``, ``heat_ratio``) and, for a
+    contender, the judging sets' record (:func:`round_b_record`); a plan that did not go on
+    keeps B0's ratio as its ``ratio_to_greedy``."""
+    heat = round_b_record([heats[name]], [heats["greedy"]])
+    record = {"heat_s": heats[name], "heat_ratio": heat["ratio_to_greedy"],
+              "contender": name in sets[0]}
+    if record["contender"]:
+        return record | round_b_record([t[name] for t in sets], [t["greedy"] for t in sets])
+    return record | {key: heat[key] for key in ("median_s", "times_s", "set_ratios",
+                                                "ratio_to_greedy")} | {"sets_s": [heats[name]]}
 
 
 def round_b_record(sets: list[list[float]], greedy_sets: list[list[float]]) -> dict[str, Any]:
@@ -131,12 +178,15 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--seconds-b", type=float, default=5.0, help="round B, per bundle and set")
     r.add_argument("--b-sets", type=int, default=1,
                    help="round B's sets, each with new executors (ratios: their geometric mean)")
+    r.add_argument("--race", action="store_true",
+                   help="round B0 times every plan once; only the plans near its best (and "
+                   "greedy, and the chosen plan) go on to the --b-sets judging sets")
     args = parser.parse_args(argv)
     if args.command == "prepare":
         prepare(args.bundles, args.cache, args.out, args.k)
     else:
         run(args.bundles, args.device, args.out, args.seconds, args.all, args.seconds_b,
-            args.b_sets)
+            args.b_sets, args.race)
     return 0
 
 

@@ -68,6 +68,8 @@ SCREEN_SHARE = 0.5
 #: ran before it must not slow it (the plan after an all-host plan did, by a median 7-9%;
 #: with one settling run, 3%: bench/results/gpu_choose.md).
 SETTLE_RUNS = 1
+#: ... and for at least this many seconds (``timed_in_turns(settle_s=)``).
+SETTLE_SECONDS = 0.0
 #: Optimism: a plan's predicted mean minus this many standard deviations.
 OPTIMISM_Z = 2.0
 
@@ -357,10 +359,12 @@ def reuse(cache: Any, key: str, graph: OpGraph, support: Support) -> PartitionPl
 
 def torch_timer(graph: OpGraph, bindings: Sequence[Sequence[Any]], *, device: str = "cpu",
                 rounds: int = 30, min_rounds: int = 6, max_seconds: float = 20.0,
-                seed: int = 0) -> TimeFn:
+                seed: int = 0, settle: int = SETTLE_RUNS,
+                settle_s: float = SETTLE_SECONDS) -> TimeFn:
     """A :data:`TimeFn` running plans with the PyTorch executor: seeded synthetic weights,
     batch norms calibrated on the input, two warm-up runs each, then rounds in turns, each
-    timed run after :data:`SETTLE_RUNS` untimed ones of the same plan. Every call builds its
+    timed run after ``settle`` untimed ones of the same plan, lasting ``settle_s`` at least
+    (:data:`SETTLE_RUNS`, :data:`SETTLE_SECONDS`). Every call builds its
     executors anew (what the confirming stage relies on)."""
     def timer(plans: Mapping[str, PartitionPlan]) -> dict[str, list[float]]:
         from .executors.torch_exec import PlanExecutor, calibrate_batch_norm
@@ -377,7 +381,8 @@ def torch_timer(graph: OpGraph, bindings: Sequence[Sequence[Any]], *, device: st
             for _ in range(2):
                 executor.run(inputs)
         return timed_in_turns(executors, inputs, rounds, max_seconds, min_rounds,
-                              hard_seconds=HARD_FACTOR * max_seconds, settle=SETTLE_RUNS)
+                              hard_seconds=HARD_FACTOR * max_seconds, settle=settle,
+                              settle_s=settle_s)
 
     return timer
 

@@ -13,7 +13,7 @@ from typing import Any
 
 def timed_in_turns(executors: Mapping[str, Any], inputs: Mapping[str, Any], rounds: int,
                    max_seconds: float, min_rounds: int, hard_seconds: float | None = None,
-                   settle: int = 0) -> dict[str, list[float]]:
+                   settle: int = 0, settle_s: float = 0.0) -> dict[str, list[float]]:
     """End-to-end seconds of each (prepared, warm) executor (``run(inputs)``, and ``_clock()``
     that waits for its device first), one run of each per round in an
     order rotated every round (a drift of the machine hits every plan alike), until
@@ -25,15 +25,18 @@ def timed_in_turns(executors: Mapping[str, Any], inputs: Mapping[str, Any], roun
     plan run right after an all-host plan (the GPU idle meanwhile) measured a median 7-9% slower
     than after a GPU plan (``bench/gpu/choose_report.py --carry-over``). With ``settle=1`` the
     timed run follows a run of the same plan, as it does when a model is served; on two later
-    H200 instances that cut the penalty to a median 3%, not to zero."""
+    H200 instances that cut the penalty to a median 3%, not to zero.
+
+    ``settle_s``: the untimed runs go on until they have also taken at least this many seconds
+    (a plan of 1 ms then settles for as long as one of 50 ms): whatever a long host run left
+    behind (an idle GPU's clocks, caches) has a time to recover in, not a number of runs."""
     names = list(executors)
     times: dict[str, list[float]] = {name: [] for name in names}
     start = time.perf_counter()
     for r in range(rounds):
         for name in names[r % len(names):] + names[:r % len(names)]:
             executor = executors[name]
-            for _ in range(settle):
-                executor.run(inputs)
+            _settle(executor, inputs, settle, settle_s)
             t0 = executor._clock()
             executor.run(inputs)
             times[name].append(executor._clock() - t0)
@@ -42,3 +45,12 @@ def timed_in_turns(executors: Mapping[str, Any], inputs: Mapping[str, Any], roun
                 (hard_seconds is not None and elapsed > hard_seconds):
             break
     return times
+
+
+def _settle(executor: Any, inputs: Mapping[str, Any], runs: int, seconds: float) -> None:
+    """Untimed runs of ``executor``: at least ``runs``, and until ``seconds`` have passed."""
+    start = time.perf_counter()
+    done = 0
+    while done < runs or (seconds > 0 and time.perf_counter() - start < seconds):
+        executor.run(inputs)
+        done += 1
