@@ -15,6 +15,10 @@ plan; the ratio of greedy's median time in the first kind of round to the second
 
     python bench/gpu/choose_report.py bench/results/gpu_choose_run_c.json [more runs]
     python bench/gpu/choose_report.py --carry-over bench/results/gpu_choose_run_*.json
+    python bench/gpu/choose_report.py --company bench/results/gpu_choose_run_f.json  # see below
+
+``--company``: the shortlisted plans' ratio to greedy in round B over the confirming stage's.
+``--judge``: how far round B agrees with itself.
 """
 
 from __future__ import annotations
@@ -157,6 +161,29 @@ def carry_over_report(paths: list[Path]) -> str:
     return "\n".join(lines)
 
 
+def company_report(paths: list[Path]) -> str:
+    """The shortlisted plans' median ratio to greedy in round B (timed among every plan, the
+    all-host plan and host-heavy variants too) over their ratio in the confirming stage (greedy
+    and one or two GPU plans only; both timings independent of the shortlisting): about 1
+    if the company a plan is timed in does not matter."""
+    quotients = []
+    for path in paths:
+        for row in json.loads(path.read_text())["rows"]:
+            greedy, *others = row["choice"]["candidates"]
+            for candidate in others:
+                if candidate.get("confirm_s") and greedy.get("confirm_s"):
+                    confirm = statistics.median(
+                        [t / g for t, g in zip(candidate["confirm_s"], greedy["confirm_s"],
+                                               strict=False)])
+                    quotients.append(row["round_b"][candidate["plan"]]["ratio_to_greedy"]
+                                     / confirm)
+    if not quotients:
+        return "- no shortlisted plan was timed again"
+    return (f"- round B over the confirming stage, shortlisted plans' ratio to greedy: "
+            f"{len(quotients)} plans, median {statistics.median(quotients):.3f}, below 1 on "
+            f"{sum(q < 1 for q in quotients)}, range {min(quotients):.3f}-{max(quotients):.3f}")
+
+
 def judge_report(paths: list[Path], within: float = 0.03) -> str:
     """How far round B (the judge) agrees with itself: within one run, the plan best by the
     first set of executors against the second set's best, and one plan's ratio to greedy in
@@ -167,9 +194,11 @@ def judge_report(paths: list[Path], within: float = 0.03) -> str:
     by_bundle: dict[str, list[dict[str, float]]] = {}
     for path in paths:
         for row in json.loads(path.read_text())["rows"]:
-            sets = [{name: timed["set_ratios"][i] for name, timed in row["round_b"].items()}
-                    for i in range(2)] if all(len(t["set_ratios"]) > 1
-                                              for t in row["round_b"].values()) else None
+            # raced rows (``--race``): only the contenders have two sets; the rest never were
+            # near the best
+            timed_twice = {n: t for n, t in row["round_b"].items() if len(t["set_ratios"]) > 1}
+            sets = [{name: timed["set_ratios"][i] for name, timed in timed_twice.items()}
+                    for i in range(2)] if len(timed_twice) > 1 else None
             by_bundle.setdefault(row["bundle"], []).append(
                 {name: timed["ratio_to_greedy"] for name, timed in row["round_b"].items()})
             if sets is None:
@@ -203,8 +232,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="how much running after the all-host plan slowed greedy's plan")
     parser.add_argument("--judge", action="store_true",
                         help="how far round B agrees with itself (sets, and two runs)")
+    parser.add_argument("--company", action="store_true",
+                        help="round B (every plan) over the confirming stage (GPU plans only)")
     args = parser.parse_args(argv)
-    if args.judge:
+    if args.company:
+        print(company_report(args.runs))
+    elif args.judge:
         print(judge_report(args.runs))
     else:
         print(carry_over_report(args.runs) if args.carry_over else report(args.runs))
