@@ -179,9 +179,71 @@ def company_report(paths: list[Path]) -> str:
                                      / confirm)
     if not quotients:
         return "- no shortlisted plan was timed again"
+    from scipy.stats import binomtest
+
+    below = sum(q < 1 for q in quotients)
+    sign_p = binomtest(below, len(quotients)).pvalue  # two-sided: no bias either way
     return (f"- round B over the confirming stage, shortlisted plans' ratio to greedy: "
             f"{len(quotients)} plans, median {statistics.median(quotients):.3f}, below 1 on "
-            f"{sum(q < 1 for q in quotients)}, range {min(quotients):.3f}-{max(quotients):.3f}")
+            f"{below} (sign test p = {sign_p:.2g}), range {min(quotients):.3f}-"
+            f"{max(quotients):.3f}")
+
+
+def _beats_by_quartile(ratios: list[float]) -> bool:
+    return len(ratios) > 1 and statistics.quantiles(ratios, n=4, method="inclusive")[2] < 1.0
+
+
+def _beats_by_wilcoxon(ratios: list[float], alpha: float) -> bool:
+    from scipy.stats import wilcoxon
+
+    logs = [math.log(r) for r in ratios]
+    return len(logs) > 5 and wilcoxon(logs, alternative="less").pvalue < alpha
+
+
+def _beats_by_sign(ratios: list[float]) -> bool:
+    from scipy.stats import binomtest
+
+    return bool(ratios) and binomtest(sum(r < 1 for r in ratios), len(ratios),
+                                      alternative="greater").pvalue < 0.05
+
+
+#: Rules for "a shortlisted candidate beats greedy" on its confirming rounds' ratios.
+RULES = {
+    "three of four confirming rounds (the shipped rule)": _beats_by_quartile,
+    "Wilcoxon signed-rank on log ratios, one-sided p < 0.05":
+        lambda ratios: _beats_by_wilcoxon(ratios, 0.05),
+    "Wilcoxon, p < 0.2": lambda ratios: _beats_by_wilcoxon(ratios, 0.2),
+    "sign test, one-sided p < 0.05": _beats_by_sign,
+}
+
+
+def rules_report(paths: list[Path]) -> str:
+    """Other rules for the confirming stage, replayed on the rounds it timed and judged by
+    the same row's round B: how many rows each would have chosen within 3% of round B's best,
+    and its worst ratio to greedy there. Development data: a rule picked here needs runs it
+    never saw before it replaces the shipped one."""
+    hits = {rule: 0 for rule in RULES}
+    worst = {rule: 1.0 for rule in RULES}
+    rows = 0
+    for path in paths:
+        for row in json.loads(path.read_text())["rows"]:
+            greedy, *others = row["choice"]["candidates"]
+            rows += 1  # a row that confirmed nothing keeps greedy under every rule
+            round_b = row["round_b"]
+            best = min(timed["ratio_to_greedy"] for timed in round_b.values())
+            for rule, beats in RULES.items():
+                winners = []
+                for candidate in others:
+                    ratios = [t / g for t, g in zip(candidate.get("confirm_s") or [],
+                                                    greedy.get("confirm_s") or [], strict=False)]
+                    if ratios and beats(ratios):
+                        winners.append((statistics.median(ratios), candidate["plan"]))
+                chosen = min(winners)[1] if winners else greedy["plan"]
+                ratio = round_b[chosen]["ratio_to_greedy"]
+                hits[rule] += ratio <= best * WITHIN
+                worst[rule] = max(worst[rule], ratio)
+    return "\n".join(f"- {rule}: within 3% of round B's best on {hits[rule]} of {rows} rows; "
+                     f"worst {worst[rule]:.3f}x greedy" for rule in RULES)
 
 
 def judge_report(paths: list[Path], within: float = 0.03) -> str:
@@ -234,8 +296,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="how far round B agrees with itself (sets, and two runs)")
     parser.add_argument("--company", action="store_true",
                         help="round B (every plan) over the confirming stage (GPU plans only)")
+    parser.add_argument("--rules", action="store_true",
+                        help="other rules for the confirming stage, replayed (development)")
     args = parser.parse_args(argv)
-    if args.company:
+    if args.rules:
+        print(rules_report(args.runs))
+    elif args.company:
         print(company_report(args.runs))
     elif args.judge:
         print(judge_report(args.runs))
