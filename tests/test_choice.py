@@ -191,6 +191,22 @@ def test_turns_stop_at_the_hard_limit_whatever_the_rounds(monkeypatch) -> None:
     assert len(unbounded["a"]) == 6
 
 
+class _ClockedPlan:
+    """A stand-in for a built plan: running it advances a fake clock (``now[0]``) by its
+    seconds plus ``extra(name)``, and appends its name to ``ran``."""
+
+    def __init__(self, name: str, seconds: float, now: list[float], ran: list[str],
+                 extra=lambda _name: 0.0) -> None:  # noqa: ANN001
+        self.name, self.seconds, self.now, self.ran, self.extra = name, seconds, now, ran, extra
+
+    def _clock(self) -> float:
+        return self.now[0]
+
+    def run(self, _inputs) -> None:  # noqa: ANN001
+        self.now[0] += self.seconds + self.extra(self.name)
+        self.ran.append(self.name)
+
+
 def test_a_settling_run_keeps_what_ran_before_out_of_a_plans_time(monkeypatch) -> None:
     """The rotation keeps the cyclic order, so greedy follows the all-host plan in two rounds
     of three and an equal plan in one; on a machine where running after it costs 1 s more
@@ -198,22 +214,14 @@ def test_a_settling_run_keeps_what_ran_before_out_of_a_plans_time(monkeypatch) -
     follows a settling one."""
     from partition_lab.executors import turns
 
-    now, last = [0.0], [""]
+    now, ran = [0.0], []
     monkeypatch.setattr(turns.time, "perf_counter", lambda: now[0])
 
-    class Plan:
-        def __init__(self, name: str, seconds: float) -> None:
-            self.name, self.seconds = name, seconds
+    def after_host(name: str) -> float:
+        return 1.0 if ran and ran[-1] == "all_cpu" != name else 0.0
 
-        def _clock(self) -> float:
-            return now[0]
-
-        def run(self, _inputs) -> None:  # noqa: ANN001
-            now[0] += self.seconds + (1.0 if last[0] == "all_cpu" != self.name else 0.0)
-            last[0] = self.name
-
-    plans = {"greedy": Plan("greedy", 2.0), "cost": Plan("cost", 2.0),
-             "all_cpu": Plan("all_cpu", 5.0)}
+    plans = {name: _ClockedPlan(name, seconds, now, ran, after_host)
+             for name, seconds in (("greedy", 2.0), ("cost", 2.0), ("all_cpu", 5.0))}
     biased = turns.timed_in_turns(plans, {}, rounds=9, max_seconds=1e9, min_rounds=9)
     # rounds run greedy,cost,all_cpu / cost,all_cpu,greedy / all_cpu,greedy,cost / ...: greedy
     # follows the all-host plan in 6 rounds of 9, cost (starting a round after it) in 3
@@ -228,26 +236,15 @@ def test_settling_by_seconds_runs_a_short_plan_until_the_time_has_passed(monkeyp
     when 2.5 s of settling are asked for; a plan of 5 s still settles with the one run asked."""
     from partition_lab.executors import turns
 
-    now = [0.0]
+    now, ran = [0.0], []
     monkeypatch.setattr(turns.time, "perf_counter", lambda: now[0])
-    runs: dict[str, int] = {"short": 0, "long": 0}
-
-    class Plan:
-        def __init__(self, name: str, seconds: float) -> None:
-            self.name, self.seconds = name, seconds
-
-        def _clock(self) -> float:
-            return now[0]
-
-        def run(self, _inputs) -> None:  # noqa: ANN001
-            now[0] += self.seconds
-            runs[self.name] += 1
-
-    times = turns.timed_in_turns({"short": Plan("short", 1.0), "long": Plan("long", 5.0)}, {},
-                                 rounds=4, max_seconds=1e9, min_rounds=4, settle=1,
+    plans = {"short": _ClockedPlan("short", 1.0, now, ran),
+             "long": _ClockedPlan("long", 5.0, now, ran)}
+    times = turns.timed_in_turns(plans, {}, rounds=4, max_seconds=1e9, min_rounds=4, settle=1,
                                  settle_s=2.5)
     assert times == {"short": [1.0] * 4, "long": [5.0] * 4}
-    assert runs == {"short": 4 * (3 + 1), "long": 4 * (1 + 1)}
+    assert {name: ran.count(name) for name in plans} == {"short": 4 * (3 + 1),
+                                                         "long": 4 * (1 + 1)}
 
 
 # ---------------------------------------------------------------------------- a simulated machine
