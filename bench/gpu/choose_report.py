@@ -45,7 +45,10 @@ def one_stage_choice(candidates: list[dict[str, Any]]) -> str:
 
 
 def greedy_spread(times: list[float]) -> float:
-    """Half greedy's interquartile range over its median: its own round-to-round spread."""
+    """Half greedy's interquartile range over its median: its own round-to-round spread (none
+    from a single round, which a slow plan on a slow machine can leave)."""
+    if len(times) < 2:
+        return 0.0
     lower, median, upper = statistics.quantiles(times, n=4, method="inclusive")
     return (upper - lower) / 2 / median
 
