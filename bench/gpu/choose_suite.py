@@ -17,7 +17,9 @@ timed in the same run; ``--b-sets N`` times round B N times, each with new execu
 judges by the geometric mean of the sets' ratios. With ``--race`` round B is raced: B0 times
 every plan once (new executors), and only greedy, the chosen plan and the plans near B0's best
 (:func:`contenders`) go on to the ``--b-sets`` judging sets, so the seconds go to the plans
-that could be the best, not to the all-host plan. Written after every bundle.
+that could be the best, not to the all-host plan. ``--settle-s`` makes every settling run
+(rounds A and B) last at least that long (``timed_in_turns(settle_s=)``; the next test of
+``choice.SETTLE_SECONDS``, gpu_choose.md). Written after every bundle.
 
     python bench/gpu/choose_suite.py prepare --cache bench/results/gpu_suite_cache.json \\
         --bundles .gpu_bundle/suite_planned/s_* --out .gpu_bundle/choose --k 3
@@ -73,9 +75,18 @@ def _placement(plan: Any) -> tuple[str, ...]:
 
 
 def run(bundles: list[Path], device: str, out: Path, seconds: float, every: bool,
-        seconds_b: float, b_sets: int = 1, race: bool = False) -> None:
-    from partition_lab.choice import SCREEN_SHARE, Candidate, measure_and_decide, torch_timer
+        seconds_b: float, b_sets: int = 1, race: bool = False,
+        settle_s: float | None = None) -> None:
+    from partition_lab.choice import (
+        SCREEN_SHARE,
+        SETTLE_SECONDS,
+        Candidate,
+        measure_and_decide,
+        torch_timer,
+    )
     from partition_lab.executors.graph_io import read_bundle
+
+    settle_s = SETTLE_SECONDS if settle_s is None else settle_s
 
     rows: list[dict[str, Any]] = []
     for folder in bundles:
@@ -85,7 +96,7 @@ def run(bundles: list[Path], device: str, out: Path, seconds: float, every: bool
                                     c["sigma_s"]) for c in bundle.meta["candidates"]]
             timer, confirm_timer = (
                 torch_timer(bundle.graph, bundle.bindings, device=device, rounds=200,
-                            min_rounds=6, max_seconds=seconds * share)
+                            min_rounds=6, max_seconds=seconds * share, settle_s=settle_s)
                 for share in (SCREEN_SHARE, 1 - SCREEN_SHARE))
             choice = measure_and_decide(candidates, timer, f"torch executor ({device})",
                                         confirm_timer=confirm_timer)
@@ -94,7 +105,8 @@ def run(bundles: list[Path], device: str, out: Path, seconds: float, every: bool
                 judged |= {n: p for n, p in bundle.plans.items() if n.startswith("other:")}
             # each call of a timer builds executors of its own
             new_timer = functools.partial(torch_timer, bundle.graph, bundle.bindings,
-                                          device=device, rounds=400, min_rounds=6)
+                                          device=device, rounds=400, min_rounds=6,
+                                          settle_s=settle_s)
             if race:
                 heats = new_timer(max_seconds=seconds_b)(judged)  # round B0: every plan, once
                 kept = contenders(heats, choice.chosen)
@@ -109,7 +121,7 @@ def run(bundles: list[Path], device: str, out: Path, seconds: float, every: bool
                 "model": bundle.meta.get("model", path.name[:-8]), "bundle":
                 f"{folder.name}/{path.name}", "platform": candidates[0].plan.platform_name,
                 "ops": len(bundle.graph), "choice": choice.to_dict(), "round_b": round_b,
-                "judge": "race" if race else "sets"})
+                "judge": "race" if race else "sets", "settle_s": settle_s})
             out.write_text(json.dumps({"device": device, "rows": rows}, indent=1))
             print(f"{rows[-1]['bundle']}: {choice.chosen} ({choice.reason}) "
                   f"{choice.elapsed_s:.1f} s", flush=True)
@@ -181,12 +193,15 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--race", action="store_true",
                    help="round B0 times every plan once; only the plans near its best (and "
                    "greedy, and the chosen plan) go on to the --b-sets judging sets")
+    r.add_argument("--settle-s", type=float,
+                   help="settling runs last at least this long, in rounds A and B (default: "
+                   "the chooser's, choice.SETTLE_SECONDS)")
     args = parser.parse_args(argv)
     if args.command == "prepare":
         prepare(args.bundles, args.cache, args.out, args.k)
     else:
         run(args.bundles, args.device, args.out, args.seconds, args.all, args.seconds_b,
-            args.b_sets, args.race)
+            args.b_sets, args.race, args.settle_s)
     return 0
 
 
