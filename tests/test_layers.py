@@ -27,8 +27,11 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("strategies", "synthetic"),
     ("comparison",),
     ("relay", "executors", "render"),
-    ("zoo", "choice"),  # choice: proposes with strategies, times with the executor
-    ("api", "relax"),  # relax: the Relax adapter, whose analyze/partition build api's results
+    # choice: proposes with strategies, times with the executor; relax: the Relax adapter, whose
+    # measured choice times TVM-built plans in choice's turns (relay, its peer, needs no choice)
+    ("zoo", "choice", "relax"),
+    ("pipeline",),  # the one pipeline over the IR adapters (relay, relax), which never import it
+    ("api",),
     ("profiling",),
     ("cli", "__init__"),
 )

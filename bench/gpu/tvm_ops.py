@@ -43,8 +43,8 @@ COPY_SIZES = (1 << 12, 1 << 16, 1 << 20, 1 << 24, 1 << 26)  # bytes: 4 KiB .. 64
 
 # ---------------------------------------------------------------------------- build (here)
 def build(args: argparse.Namespace) -> None:
+    from partition_lab.profiling import relax_build
     from partition_lab.profiling import relax_ops as op_profile
-    from partition_lab.relax import build as relax_build
 
     relax_build.env_compile_mode()
     relax_build.LibraryCache.tensor_cores_crashed = args.tensor_cores == "off"

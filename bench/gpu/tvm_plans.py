@@ -355,7 +355,7 @@ def _print_entry(record: dict[str, Any]) -> None:
 
 # ---------------------------------------------------------------------------- build (here)
 def build(args: argparse.Namespace) -> None:
-    from partition_lab.relax import build as relax_build
+    from partition_lab.profiling import relax_build
 
     relax_build.env_compile_mode()
     relax_build.LibraryCache.tensor_cores_crashed = args.tensor_cores == "off"

@@ -13,7 +13,7 @@ import tvm
 from helpers import bench_script, load
 
 import partition_lab
-from partition_lab.relax import build
+from partition_lab.profiling import relax_build as build
 from partition_lab.relax.graph import is_tensor_constant
 from partition_lab.relax.runtime import run_llvm
 

@@ -14,6 +14,7 @@ import pytest
 import tvm
 from helpers import bench_script, load
 
+from partition_lab import api
 from partition_lab.core.patterns import COMPOSITE_OP_PREFIX, composite_node
 from partition_lab.core.plan import PartitionPlan
 from partition_lab.cost_models import ProfiledCostModel, op_signature
@@ -22,7 +23,6 @@ from partition_lab.cost_models.cache_records import ProfileCache
 from partition_lab.profiling import relax_ops as op_profile
 from partition_lab.profiling import tvm_built
 from partition_lab.profiling.profile import signatures_per_device
-from partition_lab.relax import api
 
 os.environ.setdefault("TOPHUB_LOCATION", "NONE")
 MODELS = ("convnet", "attention")  # attention: a unit priced whole on neuron's accelerator

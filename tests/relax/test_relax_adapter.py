@@ -17,8 +17,9 @@ from relay_plans import PLATFORMS, devices_by_source
 from tvm import relax
 
 import partition_lab
+from partition_lab.api import PartitionResult
 from partition_lab.errors import SymbolicShapeError
-from partition_lab.relax import RelaxPartitionResult, op_map
+from partition_lab.relax import op_map
 from partition_lab.relax.runtime import run_llvm
 
 os.environ.setdefault("TOPHUB_LOCATION", "NONE")
@@ -33,7 +34,7 @@ def load(name: str) -> tvm.IRModule:
 
 
 @cache
-def partitioned(name: str, platform: str, strategy: str = "greedy") -> RelaxPartitionResult:
+def partitioned(name: str, platform: str, strategy: str = "greedy") -> PartitionResult:
     return partition_lab.partition(load(name), platform, strategy=strategy)
 
 

@@ -14,10 +14,10 @@ import tvm
 from helpers import load
 
 import partition_lab
+from partition_lab import api as relax_api
 from partition_lab.choice import propose
 from partition_lab.cli import main
 from partition_lab.errors import PartitionLabError
-from partition_lab.relax import api as relax_api
 from partition_lab.relax.runtime import run_llvm
 from partition_lab.relax.timing import built_plan, runner_key, tvm_timers
 

@@ -37,8 +37,10 @@ from ..core.patterns import Unit, composite_node
 from ..core.support import Support
 from ..cost_models.base import priced_whole
 from ..cost_models.signatures import op_signature
-from ..relax import build, regions
+from ..pipeline import analyze
+from ..relax import regions
 from ..relax.graph import RelaxGraph
+from . import relax_build as build
 from .profile import signatures_per_device
 
 FORMAT = "partition_lab.tvm_ops/1"
@@ -90,12 +92,10 @@ class OpCollector:
     def add_model(self, mod: tvm.IRModule, name: str, platforms: Sequence[str],
                   log: Callable[[str], None] | None = None) -> None:
         """Add every signature ``mod`` may run on each device of each platform."""
-        from ..relax import api
-
         say = log or (lambda _msg: None)
         for platform in platforms:
             try:
-                analysis = api.analyze(mod, platform)
+                analysis = analyze(mod, platform)
             except Exception as exc:  # noqa: BLE001 - one platform failing keeps the others
                 self.errors.append(f"{name}@{platform}: {type(exc).__name__}: {exc}")
                 say(f"  {name} on {platform}: FAILED {exc}")

@@ -6,8 +6,9 @@
 * :mod:`.prepare`: weights bound, layout and precision steps (Relax passes);
 * :mod:`.outline`: plan -> partitioned Relax module (``Codegen`` functions of ``Composite``
   functions, the form ``relax.transform.RunCodegen`` consumes);
-* :mod:`.api`: :func:`analyze` and :func:`partition` (``partition_lab.partition`` delegates
-  here for a Relax module).
+* :mod:`.adapter`: the :class:`~partition_lab.pipeline.adapters.IRAdapter` for Relax, which
+  ``partition_lab.partition`` / ``analyze`` / ``compare`` use for a Relax module (the pipeline
+  itself is the one :mod:`partition_lab.pipeline` runs for Relay too).
 
 Importing it without apache-tvm >= 0.20 raises :class:`~partition_lab._optional.MissingDependencyError`.
 """
@@ -18,9 +19,7 @@ from ._tvm import require_relax
 
 require_relax()
 
-from .api import RelaxPartitionResult, analyze, partition  # noqa: E402
 from .frontends import from_onnx, load_model  # noqa: E402
 from .graph import RelaxGraph, graph_from_relax, relax_graph  # noqa: E402
 
-__all__ = ["RelaxGraph", "RelaxPartitionResult", "analyze", "from_onnx", "graph_from_relax",
-           "load_model", "partition", "relax_graph"]
+__all__ = ["RelaxGraph", "from_onnx", "graph_from_relax", "load_model", "relax_graph"]

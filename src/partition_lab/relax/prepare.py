@@ -2,18 +2,27 @@
 
 The step names are :data:`~partition_lab.core.platform.PREPARE_STEPS`, the same the Relay adapter
 runs (``relay/passes/prepare.py``); here each one is the Relax pass of the same meaning.
+
+A weight that ToMixedPrecision casts to float16 past its 65504 becomes ``inf`` when the cast
+folds; as on Relay, each op left using such a constant is recorded as a
+:class:`~partition_lab.core.hazards.NumericHazard` (:func:`overflow_hazards`). Relax's
+ToMixedPrecision keeps ``nn.batch_norm`` in float32 (its policy), so a BatchNorm variance past
+float16 is no hazard here, while Relay's casts it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import tvm
 from tvm import relax
 
+from ..core.hazards import NumericHazard
 from ..core.platform import PREPARE_STEPS
-from ..errors import PartitionLabError, TargetSpecError
+from ..errors import ArgumentError, PartitionLabError, TargetSpecError
+from .graph import _span_name, is_tensor_constant
 
 #: How each preparation step runs in Relax. ToMixedPrecision keeps fp32 accumulation (its
 #: default): convolutions and matmuls read float16 operands, which is what the rules check.
@@ -45,6 +54,9 @@ def _register_missing_policies() -> None:
 def bind_params(mod: tvm.IRModule, params: Mapping[str, Any] | None = None) -> tvm.IRModule:
     """``mod`` with its weights as constants: ``params`` by name, and the values a frontend
     kept in ``main``'s ``params`` attribute (``from_onnx(keep_params_in_input=True)``)."""
+    if params is not None and not isinstance(params, Mapping):
+        raise ArgumentError(f"params must map parameter names to arrays (as load_model returns "
+                            f"them), not {type(params).__name__}")
     func = mod["main"]
     bound: dict[str, Any] = dict(params or {})
     attrs = func.attrs
@@ -56,8 +68,10 @@ def bind_params(mod: tvm.IRModule, params: Mapping[str, Any] | None = None) -> t
         known = {p.name for p in func.params}
         unknown = sorted(set(bound) - known)
         if unknown:
-            raise PartitionLabError(f"params {', '.join(map(repr, unknown))} are not parameters "
-                                    f"of main ({', '.join(sorted(known))})")
+            raise ArgumentError(f"params {', '.join(map(repr, unknown[:5]))} are not "
+                                f"parameters of main ({', '.join(sorted(known)[:8])}); check "
+                                "the names, or pass the params load_model returned with this "
+                                "module")
         mod = relax.transform.BindParams("main", bound)(mod)
         mod = _without_attr(mod, "params")
     return mod
@@ -92,3 +106,61 @@ def prepare(mod: tvm.IRModule, steps: Sequence[str]) -> tvm.IRModule:
             first = (str(exc).strip().splitlines() or [""])[-1]
             raise PartitionLabError(f"preparing the Relax module ({', '.join(steps) or 'folding'})"
                                     f" failed in TVM: {first}") from exc
+
+
+# ---------------------------------------------------------------------------- numeric hazards
+#: float16's largest finite value: a weight past it becomes inf when its cast folds.
+FLOAT16_MAX = float(np.finfo(np.float16).max)
+
+
+def large_constants(mod: tvm.IRModule) -> list[tuple[str, str | None, float]]:
+    """``(relax op, source name, largest magnitude)`` of every call in ``main`` with a float
+    constant operand whose finite values go past float16's range, in binding order (what a
+    float16 step would overflow; taken before the steps, which fold the casts away)."""
+    found = []
+    for call in _op_calls(mod):
+        biggest = 0.0
+        for arg in call.args:
+            if is_tensor_constant(arg) and str(arg.value.dtype).startswith("float"):
+                data = np.abs(arg.value.numpy().astype("float64"))
+                big = data[np.isfinite(data) & (data > FLOAT16_MAX)]
+                biggest = max(biggest, float(big.max())) if big.size else biggest
+        if biggest:
+            found.append((str(call.op.name), _span_name(call), biggest))
+    return found
+
+
+def overflow_hazards(rg: Any, large: Sequence[tuple[str, str | None, float]]
+                     ) -> list[NumericHazard]:
+    """One :class:`NumericHazard` per node of the prepared graph ``rg`` (a ``RelaxGraph``) that
+    reads a float16 constant holding inf where the module before the steps had a finite value
+    past float16 (``large``: :func:`large_constants`, matched by source name, else by op in
+    order); an inf the model had itself is no hazard. The node and device are filled in later
+    (:func:`partition_lab.pipeline.options.placed_hazards`)."""
+    left = list(large)
+    hazards = []
+    for node in rg.graph:
+        call = rg.bindings[node.id].value
+        if not any(_holds_float16_inf(arg) for arg in call.args):
+            continue
+        relax_op = str(call.op.name)
+        match = next((item for item in left if node.source_name and item[1] == node.source_name),
+                     None) or next((item for item in left if item[0] == relax_op), None)
+        if match is None:
+            continue
+        left.remove(match)
+        hazards.append(NumericHazard(node.op, node.source_name or "", match[2], "float16"))
+    return hazards
+
+
+def _holds_float16_inf(arg: Any) -> bool:
+    return (is_tensor_constant(arg) and str(arg.value.dtype) == "float16"
+            and bool(np.isinf(arg.value.numpy()).any()))
+
+
+def _op_calls(mod: tvm.IRModule) -> Iterator[Any]:
+    for block in mod["main"].body.blocks:
+        for binding in block.bindings:
+            value = binding.value
+            if isinstance(value, tvm.ir.Call) and isinstance(value.op, tvm.ir.Op):
+                yield value

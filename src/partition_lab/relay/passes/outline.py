@@ -38,8 +38,7 @@ With ``outline_cpu`` (the form the region executor runs) the inline regions beco
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -50,18 +49,14 @@ from tvm import relay
 from ...core.graph import TensorType
 from ...core.patterns import Unit
 from ...core.plan import PartitionPlan, Region
-from ...core.platform import COMPILER_NAME, Device, Platform, compiler_name
+from ...core.platform import Device, Platform, compiler_name
 from ...errors import PartitionLabError
 from ..relay_graph import RelayGraph, array_items
 
 Env = dict[tuple[int, int], relay.Expr]
 
 __all__ = ["OutlinedFunction", "annotates_host", "compiler_name", "host_virtual_device",
-           "main_tvm_device", "outline", "outline_regions", "with_compiler"]
-
-# A Compiler name becomes the registry key relay.ext.<name> and part of C symbols; platform files
-# check theirs with the same rule.
-_COMPILER_NAME = COMPILER_NAME
+           "main_tvm_device", "outline", "outline_regions"]
 
 
 @dataclass(frozen=True)
@@ -106,40 +101,6 @@ def outline_regions(rg: RelayGraph, plan: PartitionPlan, *, outline_cpu: bool = 
                     ) -> tuple[tvm.IRModule, dict[str, OutlinedFunction]]:
     """:func:`outline`, plus each global function's region and device, by symbol."""
     return _Outliner(rg, plan).run(outline_cpu)
-
-
-def with_compiler(platform: Platform, compiler: str | Mapping[str, str] | None) -> Platform:
-    """``platform`` with the ``Compiler`` name of its BYOC devices set.
-
-    ``compiler`` is one name (for a platform with one BYOC device) or ``{device: name}``; None
-    keeps the names derived from the devices (``neuron@2020`` -> ``neuron_2020``). A name must be
-    an identifier: a codegen registers as ``relay.ext.<name>``.
-
-    Raises PartitionLabError for a bad name, an unknown or non-BYOC device, or one name for a
-    platform with several BYOC devices.
-    """
-    if compiler is None:
-        return platform
-    byoc = [d.name for d in platform.devices if d.outlined]
-    if isinstance(compiler, str):
-        if not byoc:
-            raise PartitionLabError(f"compiler {compiler!r}: platform {platform.name} has no "
-                                    "BYOC device to name")
-        if len(byoc) > 1:
-            raise PartitionLabError(f"compiler {compiler!r}: platform {platform.name} has "
-                                    f"{len(byoc)} BYOC devices ({', '.join(byoc)}); name each "
-                                    "one (DEVICE=NAME on the command line, {device: name} in Python)")
-        compiler = {byoc[0]: compiler}
-    for device, name in compiler.items():
-        if device not in byoc:
-            raise PartitionLabError(f"compiler for {device!r}: not a BYOC device of "
-                                    f"{platform.name} ({', '.join(byoc) or 'none'})")
-        if not _COMPILER_NAME.match(name):
-            raise PartitionLabError(f"compiler name {name!r} is not an identifier (letters, "
-                                    "digits and _; it becomes relay.ext.<name>)")
-    devices = tuple(dataclasses.replace(d, compiler=compiler.get(d.name, d.compiler))
-                    for d in platform.devices)
-    return dataclasses.replace(platform, devices=devices)
 
 
 def _byoc_compiler(device: Device) -> str:

@@ -35,17 +35,10 @@ import tvm
 
 from ..core.plan import PartitionPlan
 from ..errors import PartitionLabError
-from ..strategies.named import (  # noqa: F401 - CUT_PLANS, GPU_PLAN, HOST_PLAN: re-exported
-    CUT_PLANS,
-    DEFAULT_STRATEGIES,
-    GPU_PLAN,
-    HOST_PLAN,
-    NamedPlan,
-    named_plans,
-)
-from .graph import RelaxGraph, relax_graph
-from .prepare import bind_params
-from .regions import (  # noqa: F401 - CUDA_TARGET, HOST_TARGET, RegionModule: re-exported
+from ..pipeline import analyze
+from ..relax.graph import RelaxGraph, relax_graph
+from ..relax.prepare import bind_params
+from ..relax.regions import (  # noqa: F401 - CUDA_TARGET, HOST_TARGET, RegionModule: re-exported
     CUDA_TARGET,
     HOST_TARGET,
     LibraryCache,
@@ -54,6 +47,14 @@ from .regions import (  # noqa: F401 - CUDA_TARGET, HOST_TARGET, RegionModule: r
     plan_order,
     region_modules,
     tensor_name,
+)
+from ..strategies.named import (  # noqa: F401 - CUT_PLANS, GPU_PLAN, HOST_PLAN: re-exported
+    CUT_PLANS,
+    DEFAULT_STRATEGIES,
+    GPU_PLAN,
+    HOST_PLAN,
+    NamedPlan,
+    named_plans,
 )
 
 FORMAT = "partition_lab.tvm_plans/1"
@@ -69,9 +70,7 @@ def model_plans(mod: tvm.IRModule, platform: str,
     (:func:`partition_lab.strategies.named.named_plans`: every op on the GPU, every op on the
     host, each strategy's plan and the cut plans; plans with the same device per op kept once),
     priced by the analysis' cost model."""
-    from . import api
-
-    analysis = api.analyze(mod, platform)
+    analysis = analyze(mod, platform)
     return analysis, named_plans(analysis.graph, analysis.support, analysis.cost_model,
                                  strategies)
 
