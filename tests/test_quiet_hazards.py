@@ -189,3 +189,32 @@ def test_overlapping_quiet_blocks_put_the_loggers_levels_back() -> None:
     assert all(logger.getEffectiveLevel() >= logging.ERROR for logger in loggers)  # B still in
     second.__exit__(None, None, None)
     assert [logger.level for logger in loggers] == before
+
+
+def _relax_test_model(folder: Path, **values: float) -> tvm.IRModule:
+    """The ONNX model tests/relax/test_relax_pipeline.py partitions through Relax."""
+    import onnx
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent / "relax"))
+    try:
+        import models
+    finally:
+        sys.path.pop(0)
+    onnx.save(models.overflow(**values), str(folder / "overflow.onnx"))
+    mod, params = partition_lab.load_model(folder / "overflow.onnx")
+    return partition_lab.api.bind_params(mod, params)
+
+
+@pytest.mark.parametrize("values, op, name, value", [
+    ({"weight": 1e6}, "nn.conv2d", "conv1", 1e6),
+    ({"variance": 9.8e7}, "nn.batch_norm", "bn1", 9.8e7),
+])
+def test_the_relax_tests_overflow_model_is_named_on_relay(values, op, name, value,
+                                                          tmp_path) -> None:
+    """The conv weight is named on both IRs; the BatchNorm variance on Relay only, whose
+    ToMixedPrecision casts batch_norm's constants (Relax's keeps batch_norm in float32)."""
+    result = partition_lab.partition(_relax_test_model(tmp_path, **values), "tensorcore")
+    [hazard] = result.plan.hazards
+    assert (hazard.op, hazard.name, hazard.device) == (op, name, "tensorcore")
+    assert hazard.value == pytest.approx(value)
+    assert result.graph[hazard.node].op == op

@@ -240,6 +240,28 @@ def symbolic_batch() -> onnx.ModelProto:
 
 
 #: The models every Relax test runs, by name.
+def overflow(weight: float = 1.0, variance: float = 1.0) -> onnx.ModelProto:
+    """conv1 (one weight set to ``weight``), BatchNormalization bn1 (one moving variance set to
+    ``variance``), relu, max pool: past 65504, either overflows float16 on tensorcore."""
+    n = helper.make_node
+    w = (_RNG.standard_normal((16, 16, 3, 3)) * 0.1).astype("float32")
+    w[0, 0, 0, 0] = weight
+    var = np.ones(16, "float32")
+    var[3] = variance
+    nodes = [
+        n("Conv", ["x", "w"], ["c"], name="conv1", pads=[1, 1, 1, 1]),
+        n("BatchNormalization", ["c", "s", "o", "m", "v"], ["bn"], name="bn1"),
+        n("Relu", ["bn"], ["r"], name="relu1"),
+        n("MaxPool", ["r"], ["y"], name="pool1", kernel_shape=[2, 2], strides=[2, 2]),
+    ]
+    weights = [numpy_helper.from_array(w, "w"),
+               numpy_helper.from_array(np.ones(16, "float32"), "s"),
+               numpy_helper.from_array(np.zeros(16, "float32"), "o"),
+               numpy_helper.from_array(np.zeros(16, "float32"), "m"),
+               numpy_helper.from_array(var, "v")]
+    return _model("overflow", nodes, {"x": [16, 16, 8, 8]}, {"y": [16, 16, 4, 4]}, weights)
+
+
 MODELS: dict[str, Callable[[], onnx.ModelProto]] = {
     "convnet": convnet, "convnet_batch1": convnet_batch1, "mlp": mlp, "resblock": resblock,
     "depthwise": depthwise, "upsample": upsample, "deconv": deconv, "attention": attention,

@@ -113,6 +113,11 @@ def prepare(mod: tvm.IRModule, steps: Sequence[str]) -> tvm.IRModule:
 FLOAT16_MAX = float(np.finfo(np.float16).max)
 
 
+#: What a Relax user can do about an overflowed weight (keep_fp32_on_overflow is Relay's).
+RELAX_REMEDY = ("scale the weight into float16's range, or partition with precision='fp32' "
+                "(keep_fp32_on_overflow is implemented on Relay only)")
+
+
 def large_constants(mod: tvm.IRModule) -> list[tuple[str, str | None, float]]:
     """``(relax op, source name, largest magnitude)`` of every call in ``main`` with a float
     constant operand whose finite values go past float16's range, in binding order (what a
@@ -149,7 +154,8 @@ def overflow_hazards(rg: Any, large: Sequence[tuple[str, str | None, float]]
         if match is None:
             continue
         left.remove(match)
-        hazards.append(NumericHazard(node.op, node.source_name or "", match[2], "float16"))
+        hazards.append(NumericHazard(node.op, node.source_name or "", match[2], "float16",
+                                     remedy=RELAX_REMEDY))
     return hazards
 
 
