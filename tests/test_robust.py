@@ -166,3 +166,34 @@ def test_a_plan_total_and_its_gain_share_one_launch_error() -> None:
     # One error model: the difference's sigma is never more than the two totals' together.
     assert gain <= plan_sigma(tables, device, regions) + plan_sigma(tables, host, host_regions)
 
+
+def test_compare_best_is_what_cost_takes_and_says_why() -> None:
+    from partition_lab.comparison import compare_plans
+
+    graph, support = several_regions()
+    model = Flat(1e-4, 5e-4, sigma=0.5)  # all on the CPU: predicted faster, within the error
+    comparison = compare_plans(graph, support, cost_model=model,
+                               strategies=["greedy", "cost", "all_cpu"])
+    cost, greedy, all_cpu = (comparison.row(n) for n in ("cost", "greedy", "all_cpu"))
+    assert comparison.lowest() is all_cpu and all_cpu.total_s < greedy.total_s
+    assert comparison.best() is cost and cost.kept_greedy and cost.total_s == greedy.total_s
+    assert cost.robust is not None and cost.robust.total == pytest.approx(all_cpu.total_s)
+    # The sigma cost decided with is the one the all_cpu row shows for its gain over greedy.
+    assert cost.robust.sigma == pytest.approx(all_cpu.gain_sigma_s)
+    assert cost.robust.gain == pytest.approx(all_cpu.gain_s)
+    data = comparison.to_dict()
+    assert data["best"] == "cost" and "keeps greedy's plan" in data["best_reason"]
+    table = comparison.to_table()
+    assert "best: greedy's plan, kept by cost" in table and "best: all_cpu" not in table
+    assert any(line.startswith("cost (kept greedy's plan)") for line in table.splitlines())
+    # Without cost in the comparison, "best" applies cost's rule to the lowest total.
+    without = compare_plans(graph, support, cost_model=model, strategies=["greedy", "all_cpu"])
+    assert without.best() is without.row("greedy")
+    assert "rule of cost" in (without.best_reason() or "")
+    # A model that states no uncertainty: any gain is taken, and there are no sigmas.
+    certain = compare_plans(graph, support, cost_model=Flat(1e-4, 5e-4, sigma=None),
+                            strategies=["greedy", "cost", "all_cpu"])
+    best = certain.best()
+    assert best is not None and best.strategy == "cost" and not best.kept_greedy
+    assert best.total_s == pytest.approx(certain.row("all_cpu").total_s)
+    assert best.gain_sigma_s is None and best.total_sigma_s is None

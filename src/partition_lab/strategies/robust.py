@@ -200,7 +200,14 @@ def decide(tables: CostTables, greedy: Sequence[int], greedy_regions: Sequence[S
     """Leave greedy's plan for ``other`` only if the gain clears ``z`` sigmas and ``min_gain``."""
     gain = greedy_total - other_total
     sigma = gain_sigma(tables, greedy, greedy_regions, other, other_regions)
+    leave, threshold = clears(gain, sigma, greedy_total, z=z, min_gain=min_gain)
+    return RobustChoice(leave, gain, sigma, threshold, greedy_total, other_total, z, min_gain)
+
+
+def clears(gain: float, sigma: float, greedy_total: float, *, z: float,
+           min_gain: float) -> tuple[bool, float]:
+    """Whether a predicted ``gain`` over greedy's plan (its sigma ``sigma``) clears the
+    threshold ``max(z * sigma, min_gain * greedy_total)``, and that threshold."""
     threshold = max(z * sigma, min_gain * greedy_total)
     eps = 1e-12 * max(1.0, greedy_total)
-    return RobustChoice(gain > threshold + eps or (threshold <= eps and gain > eps),
-                        gain, sigma, threshold, greedy_total, other_total, z, min_gain)
+    return gain > threshold + eps or (threshold <= eps and gain > eps), threshold
