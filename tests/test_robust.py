@@ -93,10 +93,16 @@ def test_the_note_says_the_gain_is_what_exceeds_the_threshold_or_not() -> None:
 
     kept = RobustChoice(False, 0.82e-3, 0.88e-3, 1.76e-3).note("cost")
     assert kept.startswith("cost: kept greedy's plan: the predicted gain of 0.82 ms does not "
-                           "exceed the threshold of 1.76 ms (uncertainty 0.88 ms, 1 sigma)")
-    left = RobustChoice(True, 2.21e-3, 0.78e-3, 1.56e-3).note("optimal")
-    assert left == ("optimal: left greedy's plan: the predicted gain of 2.21 ms exceeds the "
-                    "threshold of 1.56 ms (uncertainty 0.78 ms, 1 sigma)")
+                           "exceed the threshold of 1.76 ms (2 sigma; 1 sigma = 0.88 ms, the "
+                           "uncertainty of the difference between the two plans)")
+    left = RobustChoice(True, 2.21e-3, 0.78e-3, 1.56e-3, 10e-3, 7.79e-3).note("optimal")
+    assert left == ("optimal: left greedy's plan: the predicted gain of 2.21 ms (10 ms -> "
+                    "7.79 ms) exceeds the threshold of 1.56 ms (2 sigma; 1 sigma = 0.78 ms, the "
+                    "uncertainty of the difference between the two plans)")
+    # A threshold set by min_gain says so.
+    floor = RobustChoice(False, 0.5e-3, 0.1e-3, 1e-3, 10e-3, 9.5e-3, 2.0, 0.1)
+    assert "(min_gain 0.1 x greedy's total; 1 sigma = 0.1 ms" in floor.note("cost")
+    assert floor.threshold_text() == "min_gain 0.1 x greedy's total = 1 ms"
 
 
 def test_a_shared_device_drift_grows_with_the_work_moved_not_its_square_root() -> None:
@@ -131,3 +137,63 @@ def test_the_roofline_states_its_uncertainty_and_options_are_checked() -> None:
         get_strategy("cost", confidence_z=-1)
     with pytest.raises(PartitionLabError, match="min_gain"):
         get_strategy("optimal", min_gain=1.5)
+
+
+def several_regions():
+    # Three accelerator regions split by a rejected op: three launches, each with the error of
+    # the one launch figure the model states for the device.
+    graph = synthetic.chain(["nn.relu", "nn.relu", "tanh"] * 3)
+    verdicts = synthetic.verdicts_by_op(graph, unsupported=["tanh"])
+    return graph, synthetic.one_accelerator(verdicts, "acc")
+
+
+def test_a_plan_total_and_its_gain_share_one_launch_error() -> None:
+    graph, support = several_regions()
+    model = Flat(1e-4, 5e-4, sigma=0.5)
+    tables = CostTables(graph, model, support.platform)
+    greedy = get_strategy("greedy").run(graph, support)
+    device = [support.platform.index(d.device) for d in greedy.decisions]
+    regions = [list(r.nodes) for r in greedy.regions]
+    accel = [r for r in greedy.regions if r.is_accelerator]
+    assert len(accel) == 3
+    # The launch figure's error counts once for the three regions (3 x 0.5 x 1 ms), as in the
+    # gain's sigma, not as three independent errors (sqrt(3) x 0.5 x 1 ms).
+    assert plan_sigma(tables, device, regions) >= 3 * 0.5 * 1e-3
+    host = [support.platform.host_index] * len(graph)
+    host_regions = [list(range(len(graph)))]
+    gain = gain_sigma(tables, device, regions, host, host_regions)
+    assert gain >= 3 * 0.5 * 1e-3
+    # One error model: the difference's sigma is never more than the two totals' together.
+    assert gain <= plan_sigma(tables, device, regions) + plan_sigma(tables, host, host_regions)
+
+
+def test_compare_best_is_what_cost_takes_and_says_why() -> None:
+    from partition_lab.comparison import compare_plans
+
+    graph, support = several_regions()
+    model = Flat(1e-4, 5e-4, sigma=0.5)  # all on the CPU: predicted faster, within the error
+    comparison = compare_plans(graph, support, cost_model=model,
+                               strategies=["greedy", "cost", "all_cpu"])
+    cost, greedy, all_cpu = (comparison.row(n) for n in ("cost", "greedy", "all_cpu"))
+    assert comparison.lowest() is all_cpu and all_cpu.total_s < greedy.total_s
+    assert comparison.best() is cost and cost.kept_greedy and cost.total_s == greedy.total_s
+    assert cost.robust is not None and cost.robust.total == pytest.approx(all_cpu.total_s)
+    # The sigma cost decided with is the one the all_cpu row shows for its gain over greedy.
+    assert cost.robust.sigma == pytest.approx(all_cpu.gain_sigma_s)
+    assert cost.robust.gain == pytest.approx(all_cpu.gain_s)
+    data = comparison.to_dict()
+    assert data["best"] == "cost" and "keeps greedy's plan" in data["best_reason"]
+    table = comparison.to_table()
+    assert "best: greedy's plan, kept by cost" in table and "best: all_cpu" not in table
+    assert any(line.startswith("cost (kept greedy's plan)") for line in table.splitlines())
+    # Without cost in the comparison, "best" applies cost's rule to the lowest total.
+    without = compare_plans(graph, support, cost_model=model, strategies=["greedy", "all_cpu"])
+    assert without.best() is without.row("greedy")
+    assert "rule of cost" in (without.best_reason() or "")
+    # A model that states no uncertainty: any gain is taken, and there are no sigmas.
+    certain = compare_plans(graph, support, cost_model=Flat(1e-4, 5e-4, sigma=None),
+                            strategies=["greedy", "cost", "all_cpu"])
+    best = certain.best()
+    assert best is not None and best.strategy == "cost" and not best.kept_greedy
+    assert best.total_s == pytest.approx(certain.row("all_cpu").total_s)
+    assert best.gain_sigma_s is None and best.total_sigma_s is None

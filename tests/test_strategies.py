@@ -322,16 +322,20 @@ def test_compare_table_json_and_best() -> None:
     assert comparison.row("all_accel").applicable is False
     assert comparison.row("all_accel").total_s is None
     best = comparison.best()
-    assert best is not None
-    assert best.total_s == min(r.total_s for r in comparison.rows if r.applicable)
+    assert best is not None and best.strategy == "cost"  # "best" is what cost takes
+    lowest = comparison.lowest()
+    assert lowest is not None
+    assert lowest.total_s == min(r.total_s for r in comparison.rows if r.applicable)
     data = json.loads(comparison.to_json())
-    assert data["schema"] == "partition_lab.compare/2"
+    assert data["schema"] == "partition_lab.compare/3"
     assert data["best"] == best.strategy
+    assert set(data) == {"schema", "graph", "target", "cost_model", "ops", "devices",
+                         "default_strategy", "best", "best_reason", "rows"}
     assert set(data["rows"][0]) == {
         "strategy", "applicable", "accel_regions", "ops_on_accel", "tensors_crossing",
         "bytes_crossing", "compute_cpu_s", "compute_accel_s", "transfer_s", "overhead_s",
         "total_s", "partition_s", "notes", "ops_by_device", "compute_by_device_s",
-        "total_sigma_s", "ops_measured"}
+        "total_sigma_s", "ops_measured", "gain_s", "gain_sigma_s", "robust"}
     table = comparison.to_table()
     for name in ALL:
         assert name in table

@@ -31,24 +31,33 @@ from .jobs import (
 )
 
 COMPARE_JSON_DOC = """\
---json prints one object, schema "partition_lab.compare/2" (keys always present):
-  {"schema": "partition_lab.compare/2", "graph": str, "target": str, "cost_model": str,
+--json prints one object, schema "partition_lab.compare/3" (keys always present):
+  {"schema": "partition_lab.compare/3", "graph": str, "target": str, "cost_model": str,
    "ops": int, "devices": [str],            # the platform's devices, most preferred first
-   "best": str | null,                      # lowest predicted total among applicable rows
+   "default_strategy": str,                 # partition's strategy for these prices
+   "best": str | null,                      # the row whose plan is best: cost's, if compared
+   "best_reason": str | null,               # why, where that is not the lowest total
    "rows": [{"strategy": str, "applicable": bool,
              "accel_regions": int, "ops_on_accel": int,   # regions / ops off the host
              "ops_by_device": {device: int},
              "tensors_crossing": int, "bytes_crossing": float,
              "compute_cpu_s": float, "compute_accel_s": float, "transfer_s": float,
              "compute_by_device_s": {device: float},
-             "total_sigma_s": float | null,           # the model's uncertainty, 1 sigma
+             "total_sigma_s": float | null,           # uncertainty of total_s, 1 sigma
+             "gain_s": float,                         # greedy's total_s minus this one
+             "gain_sigma_s": float | null,            # uncertainty of gain_s, 1 sigma
+             "robust": {...} | null,                  # cost/optimal: kept or left greedy's
              "ops_measured": int | null,              # ops timed, not estimated
              "overhead_s": float, "total_s": float,   # predicted seconds
              "partition_s": float,                    # wall time of the strategy itself
              "notes": [str]}]}
-Numbers are null exactly when "applicable" is false (all_accel on a model with an
-unsupported op). Keys are stable: new keys may be added, none renamed or removed. JSON Schema:
-partition_lab/schemas/compare.schema.json.
+"robust" holds left_greedy, gain_s, gain_sigma_s, threshold_s, greedy_total_s,
+candidate_total_s, confidence_z and min_gain: the best other plan the strategy found and
+whether its gain cleared the threshold; where left_greedy is false, the row's plan is greedy's.
+gain_sigma_s counts only what differs from greedy's plan: it is the sigma cost and optimal
+test, and the one their notes quote. Numbers are null exactly when "applicable" is false
+(all_accel on a model with an unsupported op). Keys are stable: new keys may be added, none
+renamed or removed. JSON Schema: partition_lab/schemas/compare.schema.json.
 """
 
 

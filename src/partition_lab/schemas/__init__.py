@@ -2,7 +2,7 @@
 
 * ``plan.schema.json``: ``partition_lab.plan/2``, from ``partition -o PLAN.json`` and
   ``PartitionResult.to_json()``;
-* ``compare.schema.json``: ``partition_lab.compare/2``, from ``compare --json``;
+* ``compare.schema.json``: ``partition_lab.compare/3``, from ``compare --json``;
 * ``profile_cache.schema.json``: ``partition_lab.profile_cache/1``, the file ``profile`` writes;
 * ``profile_result.schema.json``: what one ``profile --json`` run did.
 

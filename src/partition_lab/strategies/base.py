@@ -38,10 +38,13 @@ class Strategy:
     def run(self, graph: OpGraph, support: Support, *,
             cost_model: CostModel | None = None) -> PartitionPlan:
         """Partition ``graph`` given per-(op, device) ``support`` (see the module docstring)."""
+        self.check_support(support)
+        return self.plan(graph, support, cost_model)
+
+    def check_support(self, support: object) -> None:
         if not isinstance(support, Support):
             raise PartitionLabError(f"strategy {self.name!r} needs a Support (every (op, device) "
                                     f"verdict of a platform), not {type(support).__name__}")
-        return self.plan(graph, support, cost_model)
 
     def plan(self, graph: OpGraph, support: Support,
              cost_model: CostModel | None) -> PartitionPlan:

@@ -18,7 +18,7 @@ from ..errors import PartitionLabError
 from .base import Assignment, Strategy, greedy_start, make_plan, ms
 from .costing import CostTables
 from .local_search import improve
-from .robust import RobustOptions, decide
+from .robust import RobustChoice, RobustOptions, decide
 
 
 @dataclass(frozen=True)
@@ -44,14 +44,25 @@ class CostBased(RobustOptions, Strategy):
 
     def plan(self, graph: OpGraph, support: Support,
              cost_model: CostModel | None = None) -> PartitionPlan:
+        return self.plan_with_choice(graph, support, cost_model)[0]
+
+    def plan_with_choice(self, graph: OpGraph, support: Support, cost_model: CostModel | None
+                         ) -> tuple[PartitionPlan, RobustChoice | None]:
         model = self.require_model(cost_model)
         tables = CostTables(graph, model, support.platform, support.units)
         state, regions = greedy_start(graph, support)
         greedy, greedy_regions = state.copy(), regions
         result = improve(state, regions, tables, max_rounds=self.max_rounds,
                          tolerance=self.tolerance)
-        note = (f"cost: {result.accepted} move(s) kept in {result.rounds} round(s); predicted "
-                f"{ms(result.start_total)} (greedy) -> {ms(result.total)} under {model.name}")
+        # What the search found, said as a candidate: the robust rule below decides whether
+        # the plan is taken (its note says so), so nothing here may read as taken already.
+        if result.accepted:
+            note = (f"cost: the search's best plan ({result.accepted} move(s) in "
+                    f"{result.rounds} round(s)) predicts {ms(result.total)} against greedy's "
+                    f"{ms(result.start_total)} under {model.name}")
+        else:
+            note = (f"cost: no move lowers greedy's predicted {ms(result.start_total)} under "
+                    f"{model.name} ({result.rounds} round(s))")
         regions, total = result.regions, result.total
         # The moves are local: putting everything on one device at once can still win where
         # each exclusion alone does not (copies between many small regions).
@@ -68,17 +79,18 @@ class CostBased(RobustOptions, Strategy):
                     if single.device[n] != state.device[n]:
                         state.move((n,), single.device[n], reason)
                 regions, total = single_regions, single_total
-                note += f"; every op on {where} predicts {ms(single_total)}, taken"
+                note += f"; every op on {where} predicts {ms(single_total)}, the better candidate"
         notes = [note]
+        choice = None
         if state.device != greedy.device:
-            decision = decide(tables, greedy.device, greedy_regions, result.start_total,
-                              state.device, regions, total, z=self.confidence_z,
-                              min_gain=self.min_gain)
+            choice = decide(tables, greedy.device, greedy_regions, result.start_total,
+                            state.device, regions, total, z=self.confidence_z,
+                            min_gain=self.min_gain)
             if tables.uncertain or self.min_gain:
-                notes.append(decision.note("cost"))
-            if not decision.leave:
+                notes.append(choice.note("cost"))
+            if not choice.leave:
                 state, regions = greedy, greedy_regions
-        return make_plan(self, state, regions, notes)
+        return make_plan(self, state, regions, notes), choice
 
 
 def _single_device_plans(graph: OpGraph, support: Support) -> list[Assignment]:

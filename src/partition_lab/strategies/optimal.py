@@ -40,7 +40,7 @@ from .local_search import improve
 from .milp import AssignmentProblem, solve_milp
 from .min_size import MinSize
 from .no_mac import NoMac
-from .robust import RobustOptions, decide
+from .robust import RobustChoice, RobustOptions, decide
 
 
 @dataclass(frozen=True)
@@ -65,6 +65,10 @@ class Optimal(RobustOptions, Strategy):
 
     def plan(self, graph: OpGraph, support: Support,
              cost_model: CostModel | None = None) -> PartitionPlan:
+        return self.plan_with_choice(graph, support, cost_model)[0]
+
+    def plan_with_choice(self, graph: OpGraph, support: Support, cost_model: CostModel | None
+                         ) -> tuple[PartitionPlan, RobustChoice | None]:
         model = self.require_model(cost_model)
         start = time.perf_counter()
         tables = CostTables(graph, model, support.platform, support.units)
@@ -83,17 +87,18 @@ class Optimal(RobustOptions, Strategy):
             best = exact.best
         notes = [_note(best, lower, bound, exact, tables, leaves, time.perf_counter() - start)]
         greedy = candidates[0]
+        choice = None
         if best.state.device != greedy.state.device:
-            decision = decide(tables, greedy.state.device, greedy.regions, greedy.total,
-                              best.state.device, best.regions, best.total,
-                              z=self.confidence_z, min_gain=self.min_gain)
+            choice = decide(tables, greedy.state.device, greedy.regions, greedy.total,
+                            best.state.device, best.regions, best.total,
+                            z=self.confidence_z, min_gain=self.min_gain)
             if tables.uncertain or self.min_gain:
-                notes.append(decision.note("optimal"))
-            if not decision.leave:
+                notes.append(choice.note("optimal"))
+            if not choice.leave:
                 best = greedy
         state = best.state
         _explain_moved_ops(state, tables)
-        return make_plan(self, state, best.regions, notes)
+        return make_plan(self, state, best.regions, notes), choice
 
 
 def _lower_bound(tables: CostTables, free: Sequence[int], bound: Bound, all_cpu: float) -> float:
