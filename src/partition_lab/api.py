@@ -13,11 +13,12 @@ from typing import Any
 
 from .pipeline import Analysis, PartitionResult, adapter_for, analyze, compare, partition
 from .pipeline.adapters import main_function_module
-from .pipeline.options import keep_fp32_on_overflow, name_list, placed_hazards
+from .pipeline.options import name_list, placed_hazards
+from .targets.devices import keep_fp32_on_overflow, with_compiler
 
 __all__ = ["Analysis", "PartitionResult", "analyze", "bind_params", "check_module", "compare",
            "is_relax_module", "keep_fp32_on_overflow", "name_list", "partition",
-           "placed_hazards"]
+           "placed_hazards", "with_compiler"]
 
 
 def check_module(mod: object) -> None:

@@ -27,8 +27,9 @@ from ..errors import PartitionLabError
 from ..strategies import default_strategy, get_strategy
 from ..targets import TargetSpec, get_platform
 from ..targets.annotate import support_table
+from ..targets.devices import keep_fp32_on_overflow, with_compiler
 from .adapters import IRAdapter, adapter_for
-from .options import keep_fp32_on_overflow, name_list, placed_hazards, with_compiler
+from .options import name_list, placed_hazards
 from .results import Analysis, PartitionResult
 
 Target = str | PathLike[str] | TargetSpec | Platform

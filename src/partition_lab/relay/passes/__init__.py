@@ -1,7 +1,10 @@
 """partition_lab's Relay passes, as ``tvm.transform`` passes that compose with ``Sequential``.
 
-The pipeline ``PrepareForTarget -> AnnotateSupport -> FormRegions -> OutlineRegions`` is what
-:func:`partition_lab.partition` runs. The passes take a
+The passes ``PrepareForTarget -> AnnotateSupport -> FormRegions -> OutlineRegions`` are the
+steps :func:`partition_lab.partition` runs (:mod:`partition_lab.pipeline`), calling the same
+step functions (``prepare`` with the platform's float32 fallback, ``support_table``, the
+strategies, ``PartitionPlan.validate``, ``outline``); ``partition`` adds the numeric-hazard
+report, the measured choice and the predicted cost. The passes take a
 :class:`~partition_lab.core.platform.Platform` (``partition_lab.targets.get_platform`` makes one
 from a name or file). Between passes the state travels in module attributes (JSON strings), so
 each pass can also be used alone or mixed with TVM's own passes::
@@ -37,6 +40,7 @@ from ...core.plan import PartitionPlan
 from ...core.platform import Device, Platform, one_accelerator_platform, platform_from_records
 from ...core.support import Support, Verdict
 from ...errors import PartitionLabError
+from ...targets.devices import keep_fp32_on_overflow
 from ..relay_graph import relay_graph
 from .annotate import support_table, support_verdicts
 from .outline import outline, outline_regions
@@ -78,9 +82,12 @@ def PrepareForTarget(platform: Platform) -> tvm.transform.Pass:  # noqa: N802
     """Layout/precision conversion the platform's devices ask for (NHWC + fp16 for tensorcore)."""
     platform = _platform(platform)
 
+    keep_fp32 = keep_fp32_on_overflow(platform)
+
     @tvm.transform.module_pass(opt_level=0, name="partition_lab.PrepareForTarget")
     def _pass(mod: tvm.IRModule, _ctx: Any) -> tvm.IRModule:
-        return prepare(mod, platform.prepare_steps())
+        # As partition() prepares: the float32 fallback for constants past float16, if asked.
+        return prepare(mod, platform.prepare_steps(), keep_fp32=keep_fp32)
 
     return _pass
 
