@@ -53,7 +53,7 @@ from ..core.platform import (
     device_patterns,
     host_device,
 )
-from ..core.support import AcceptsAll
+from ..core.verdicts import AcceptsAll
 from ..errors import PartitionLabError, PlanError
 from ..targets import get_platform
 
