@@ -497,7 +497,7 @@ def _bundle_from_dict(data: Mapping[str, Any], path: Path) -> Bundle:
         try:
             plans[name] = PartitionPlan.from_dict(graph, raw, platform=platform)
             if rules is not None:
-                check_verdicts(plans[name], rules)
+                check_verdicts(plans[name].graph, plans[name].support, rules)
         except PlanError as err:
             raise PlanError(f"plan {name!r}: {err}") from None
     return Bundle(graph, bindings, plans, dict(data.get("meta", {})), platform)
