@@ -126,7 +126,7 @@ def test_unmeasured_ops_are_predicted_within_the_noise(model) -> None:
     assert len(unmeasured) >= 10
     for device, kind in (("cuda", "cuda"), ("cpu", "cpu")):
         entry = model.entry_of(device)
-        errors = [math.log(model._alone(n, entry, op_signature(n)) / true_time(n, kind))
+        errors = [math.log(entry.alone(n, op_signature(n)) / true_time(n, kind))
                   for n in unmeasured]
         assert np.median(np.abs(errors)) < 2 * NOISE, (device, errors)
         assert np.max(np.abs(errors)) < 6 * NOISE, (device, errors)
@@ -455,8 +455,8 @@ def test_other_ops_take_their_class_ratio_and_its_measured_spread(graphs) -> Non
         assert "median in-graph / alone ratio" in model.explain(node, "cpu")
         assert model.op_sigma(node, "cpu") == pytest.approx(
             math.hypot(model.entry_of("cpu").spread[op_signature(node)],
-                       model._ratio(model.entry_of("cpu"), op_class(node))[1]))
-    spreads = [model._ratio(model.entry_of("cpu"), c)[1] for c in ("vector", "matrix")]
+                       model.entry_of("cpu").ratio(op_class(node))[1]))
+    spreads = [model.entry_of("cpu").ratio(c)[1] for c in ("vector", "matrix")]
     assert all(0.1 < s < 0.3 for s in spreads), spreads  # the jitter's 0.2, measured
 
 
@@ -464,7 +464,7 @@ def test_without_graph_runs_nothing_changes(graphs) -> None:
     cache = synthetic_cache(graphs)
     model = ProfiledCostModel(cache, TENSORCORE)
     node = graphs["chain_16_56"][0]
-    assert model._ratio(model.entry_of("cpu"), op_class(node)) == (1.0, None)
+    assert model.entry_of("cpu").ratio(op_class(node)) == (1.0, None)
     assert model.op_sigma(node, "cpu") == pytest.approx(
         math.hypot(model.entry_of("cpu").spread[op_signature(node)], 0.25))
 

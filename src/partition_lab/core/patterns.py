@@ -22,12 +22,9 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .graph import OpGraph, OpNode, TensorType
-
-if TYPE_CHECKING:
-    from .platform import Platform
 
 Arg = int | str
 
@@ -272,13 +269,6 @@ def composite_node(graph: OpGraph, unit: Unit) -> OpNode:
         weights=tuple(w for node in members for w in node.weights),
         attrs={"members": tuple(node.op for node in members)},
         flops=sum(node.flops for node in members))
-
-
-def pattern_library(platform: Platform) -> tuple[Pattern, ...]:
-    """What to look for in a graph partitioned on ``platform``: the built-in patterns and those
-    its targets define (a target file's ``custom_patterns``), each once."""
-    custom = [p for d in platform.devices for p in getattr(d.target, "custom_patterns", ())]
-    return (*PATTERNS, *dict.fromkeys(custom))
 
 
 def units_to_data(units: Sequence[Unit]) -> list[dict[str, Any]]:

@@ -470,7 +470,7 @@ def _check_loaded(plan: PartitionPlan, platform: Platform | None) -> None:
     no verdict that the rules contradict (see :mod:`.plan_validation`)."""
     plan.validate()
     if platform is not None and has_rules(platform):
-        check_verdicts(plan, platform)
+        check_verdicts(plan.graph, plan.support, platform)
 
 
 def _op_histogram(ops: Iterable[str]) -> str:

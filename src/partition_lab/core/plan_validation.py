@@ -19,8 +19,8 @@ from ..errors import PlanError
 
 if TYPE_CHECKING:
     from .graph import OpGraph
-    from .plan import PartitionPlan
     from .platform import Platform
+    from .support import Support
 
 SCHEMAS = ("partition_lab.plan/1", "partition_lab.plan/2")
 _VERDICT_KEYS = {"supported": bool, "reason": str, "rule": str, "anchor": bool}
@@ -94,18 +94,19 @@ def _check_unit(unit: Any, index: int, size: int) -> None:
         raise PlanError(f"{where}: nodes must be a non-empty list of node ids below {size}")
 
 
-def check_verdicts(plan: PartitionPlan, platform: Platform) -> None:
-    """:class:`PlanError` if the plan stores a device as supporting a node that the device's
-    own rules (on ``platform``) reject. A stored rejection of a supported node is allowed:
-    exclusions (``--exclude-node``) make those. Units of patterns (the plan's ``units``) are
-    judged whole, as they were when the plan was made."""
+def check_verdicts(graph: OpGraph, stored: Support, platform: Platform) -> None:
+    """:class:`PlanError` if the verdicts a plan stores (``stored``, a plan's ``support``, for
+    ``graph``) say a device supports a node that the device's own rules (on ``platform``)
+    reject. A stored rejection of a supported node is allowed: exclusions (``--exclude-node``)
+    make those. Units of patterns (the plan's ``units``) are judged whole, as they were when
+    the plan was made."""
     for device in platform.devices:
-        if device.is_host or device.name not in plan.platform.names:
+        if device.is_host or device.name not in stored.platform.names:
             continue
-        stored = plan.support.of(device.name)
-        verdicts = device.target.check_graph(plan.graph, plan.support.units)
-        for node in plan.graph:
-            if stored[node.id].supported:
+        said = stored.of(device.name)
+        verdicts = device.target.check_graph(graph, stored.units)
+        for node in graph:
+            if said[node.id].supported:
                 verdict = verdicts[node.id]
                 if not verdict.supported:
                     raise PlanError(

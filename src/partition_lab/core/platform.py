@@ -1,7 +1,7 @@
 """Platforms: the devices a plan can put an op on, their memory spaces and the links between them.
 
 A :class:`Platform` is data. Each :class:`Device` has its own op rules (a
-:class:`~partition_lab.core.support.Target`), a memory space, a way its regions are compiled (a
+:class:`~partition_lab.core.verdicts.Target`), a memory space, a way its regions are compiled (a
 BYOC ``Compiler`` name, or inline in the module's main target), a precision policy, a colour for
 drawings, a hardware profile for the cost model and an explicit ``preference`` (which device an op
 goes to when several support it; not list order). The host device is always named ``"cpu"``
@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..errors import TargetSpecError
-from .support import AcceptsAll, Target
+from .patterns import PATTERNS, Pattern
+from .verdicts import AcceptsAll, Target
 
 HOST = "cpu"  #: the reserved name of the host device (it runs every op)
 HOST_MEMORY = "host"
@@ -216,6 +217,13 @@ def device_patterns(device: Device) -> dict[str, list[str]]:
     plan read back prices their units as the plan's maker did); ``{}`` otherwise."""
     patterns = sorted(getattr(device.target, "patterns", ()))
     return {"patterns": patterns} if patterns else {}
+
+
+def pattern_library(platform: Platform) -> tuple[Pattern, ...]:
+    """What to look for in a graph partitioned on ``platform``: the built-in patterns and those
+    its targets define (a target file's ``custom_patterns``), each once."""
+    custom = [p for d in platform.devices for p in getattr(d.target, "custom_patterns", ())]
+    return (*PATTERNS, *dict.fromkeys(custom))
 
 
 def compiler_name(device_name: str) -> str:

@@ -2,7 +2,9 @@
 
 It prices ops, copies and regions of a platform from a profile cache (:mod:`.profile_cache`):
 measured where measured, fitted elsewhere (:mod:`.fit`), with an uncertainty on every price
-(cross-validated, :mod:`.crossval`).
+(cross-validated, :mod:`.crossval`). Each device is timed by one entry of the cache
+(:mod:`.entry_binding`); what one entry measured and its fits are a
+:class:`~.profile_entry.ProfileEntry`.
 """
 
 from __future__ import annotations
@@ -10,15 +12,12 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from .._audience import is_command_line
 from ..core.graph import OpGraph, OpNode
 from ..core.ops import op_class
-from ..core.patterns import COMPOSITE_OP_PREFIX
 from ..core.platform import Platform
 from ..errors import ProfileError
 from .base import CostModel, require_platform
@@ -30,10 +29,11 @@ from .crossval import (
     cross_validate,
     cv_predictions,
     entry_folds,
-    kfold_models,
 )
-from .fit import ClassFits, Sample
+from .entry_binding import bind_entries
 from .profile_cache import read_profile_cache
+from .profile_entry import MIN_RATIO as MIN_RATIO
+from .profile_entry import ProfileEntry
 from .roofline import RooflineCostModel, platform_roofline
 from .signatures import op_signature
 
@@ -61,70 +61,6 @@ DRIFT_SIGMA = 0.2
 #: measured gains over greedy (the robust rule's test), and of the plans' totals.
 GAIN_SIGMA_SCALE = 4.31
 TOTAL_SIGMA_SCALE = 2.24
-#: Signatures with both times an op class needs before its in-graph / alone ratio is its own.
-MIN_RATIO = 5
-#: (ln p90 - ln p10) of a normal distribution, in standard deviations.
-_P10_P90 = 2.5631
-
-
-@dataclass
-class _Entry:
-    """One device entry of the cache, with its fits (built when first needed)."""
-
-    key: str
-    raw: Mapping[str, Any]
-    signatures: list[str]
-    samples: list[Sample]
-    times: np.ndarray
-    spread: dict[str, float]
-    models: dict[str, list[str]]
-    curves: dict[str, TransferCurve]
-    overheads: dict[str, float]
-    in_graph: dict[str, float] = field(default_factory=dict)  # signature -> seconds in graphs
-    _fits: ClassFits | None = None
-    _sigma: dict[str, float] | None = None
-    _cache: dict[str, float] = field(default_factory=dict)
-    _ratios: dict[str, tuple[float, float | None]] = field(default_factory=dict)
-
-    @classmethod
-    def build(cls, key: str, raw: Mapping[str, Any]) -> _Entry:
-        ops = dict(raw.get("ops", {}))
-        # A pattern's unit timed whole is priced only as measured: its several launches are not
-        # one op's, so it stays out of the fits that predict single ops.
-        sigs = sorted(s for s in ops if not s.startswith(COMPOSITE_OP_PREFIX))
-        samples = [Sample.of_record(s, ops[s]) for s in sigs]
-        times = np.array([float(ops[s]["median_s"]) for s in sigs])
-        spread = {}
-        for s in sorted(ops):
-            p10, p90 = ops[s].get("p10_s"), ops[s].get("p90_s")
-            spread[s] = (math.log(p90 / p10) / _P10_P90
-                         if isinstance(p10, (int, float)) and isinstance(p90, (int, float))
-                         and 0 < p10 <= p90 else 0.0)
-        models = {s: [str(m) for m in ops[s].get("models") or []] for s in sigs}
-        if len({m for ms in models.values() for m in ms}) < 2:
-            models = kfold_models(sigs)
-        curves = {}
-        for name, points in dict(raw.get("copies", {})).items():
-            curves[name] = TransferCurve.from_points(points, f"copies {name!r} of {key!r}")
-        overheads = {k: float(v) for k, v in dict(raw.get("overheads", {})).items()
-                     if isinstance(v, (int, float)) and not isinstance(v, bool)}
-        in_graph = {s: float(statistics.median(ops[s]["in_graph_s"].values())) for s in sigs
-                    if ops[s].get("in_graph_s")}
-        return cls(key, raw, sigs, samples, times, spread, models, curves, overheads, in_graph)
-
-    @property
-    def fits(self) -> ClassFits:
-        if self._fits is None:
-            self._fits = ClassFits(self.samples, list(self.times))
-        return self._fits
-
-    def measured(self, signature: str) -> float | None:
-        rec = self.raw.get("ops", {}).get(signature)
-        return None if rec is None else float(rec["median_s"])
-
-    def typical_spread(self) -> float:
-        return statistics.median(self.spread.values()) if self.spread else 0.0
-
 
 def _scale(value: float | None, default: float, name: str) -> float:
     scale = default if value is None else float(value)
@@ -211,8 +147,8 @@ class ProfiledCostModel:
             dict(in_graph_sigma) if isinstance(in_graph_sigma, Mapping) else
             {"default": float(in_graph_sigma)})
         devices = self.cache["devices"]
-        self.binding = self._bind(binding, devices)
-        self._entries = {key: _Entry.build(key, devices[key])
+        self.binding = bind_entries(self.platform, self.cache, binding)
+        self._entries = {key: ProfileEntry.build(key, devices[key])
                          for key in dict.fromkeys(self.binding.values())}
         if fallback is None:
             fallback = platform_roofline(self.platform)
@@ -224,39 +160,8 @@ class ProfiledCostModel:
                  for key, e in self._entries.items()]
         self.name = f"profiled({self.platform.name}: {'; '.join(parts) or 'nothing bound'})"
 
-    def _bind(self, binding: Mapping[str, str] | None, devices: Mapping[str, Any]
-              ) -> dict[str, str]:
-        if binding is None:
-            binding = dict(self.cache.get("bindings", {}).get(self.platform.name, {}))
-            if not binding:
-                binding = self._auto_bind(devices)
-        unknown = {d: k for d, k in binding.items() if k not in devices}
-        if unknown:
-            raise ProfileError(f"binding names cache entries that do not exist: {unknown}; "
-                               f"the cache has {sorted(devices)}")
-        names = set(self.platform.names)
-        stray = sorted(set(binding) - names)
-        if stray:
-            raise ProfileError(f"binding names devices {stray} that platform "
-                               f"{self.platform.name!r} does not have ({sorted(names)})")
-        return dict(binding)
-
-    def _auto_bind(self, devices: Mapping[str, Any]) -> dict[str, str]:
-        cpus = [k for k, v in devices.items() if v.get("kind") == "cpu"]
-        others = [k for k, v in devices.items() if v.get("kind") != "cpu"]
-        out = {}
-        for d in self.platform.devices:
-            pool = cpus if d.is_host else others
-            if len(pool) > 1:
-                raise ProfileError(
-                    f"the cache has several {'cpu' if d.is_host else 'accelerator'} entries "
-                    f"({', '.join(pool)}); {_binding_hint(self.platform.name, d.name)}")
-            if pool:
-                out[d.name] = pool[0]
-        return out
-
     # ------------------------------------------------------------------ lookups
-    def entry_of(self, device: str) -> _Entry | None:
+    def entry_of(self, device: str) -> ProfileEntry | None:
         key = self.binding.get(device)
         return None if key is None else self._entries[key]
 
@@ -264,70 +169,16 @@ class ProfiledCostModel:
         entry = self.entry_of(device)
         return entry is not None and entry.measured(op_signature(node)) is not None
 
-    def _alone(self, node: OpNode, entry: _Entry, sig: str) -> float | None:
-        """The op timed alone: measured, else fitted; None if the entry cannot fit."""
-        measured = entry.measured(sig)
-        if measured is not None:
-            return measured
-        cached = entry._cache.get(sig)
-        if cached is None:
-            if not entry.fits.usable:
-                return None
-            cached = float(entry.fits.predict([Sample.of_node(node, sig)])[0])
-            entry._cache[sig] = cached
-        return cached
-
-    @staticmethod
-    def _with_overheads(alone: float, entry: _Entry) -> float:
-        """The op as the executor runs it in a graph: on a device whose launches are queued
-        (an entry of kind other than ``cpu`` that measured ``op_floor_s``) no op takes less
-        than the host's time per op, which already holds ``per_op_s``; elsewhere ops run as
-        they are issued and each pays ``per_op_s`` on top."""
-        floor = entry.overheads.get("op_floor_s")
-        if floor is not None and entry.raw.get("kind", "cpu") != "cpu":
-            return max(alone, floor)
-        return alone + entry.overheads.get("per_op_s", 0.0)
-
     # ------------------------------------------------------------------ CostModel protocol
-    def _in_graph_time(self, node: OpNode, entry: _Entry, sig: str, alone: float) -> float:
-        """The op inside a graph: measured there, else alone (with overheads) times its class's
-        in-graph ratio."""
-        measured = entry.in_graph.get(sig)
-        if measured is not None:
-            return measured
-        ratio, _ = self._ratio(entry, op_class(node))
-        return self._with_overheads(alone, entry) * ratio
-
-    def _ratio(self, entry: _Entry, cls: str) -> tuple[float, float | None]:
-        """(median, log sd) of in-graph / alone over the entry's signatures of class ``cls``
-        that have both (of every class if ``cls`` has too few); (1, None) without any."""
-        key = f"ratio:{cls}"
-        if key not in entry._ratios:
-            logs: dict[str, list[float]] = {}
-            for sig, seconds in entry.in_graph.items():
-                alone = entry.measured(sig)
-                if alone:
-                    rec_cls = entry.raw["ops"][sig].get("class", "vector")
-                    ratio = math.log(seconds / self._with_overheads(alone, entry))
-                    logs.setdefault(rec_cls, []).append(ratio)
-                    logs.setdefault("*", []).append(ratio)
-            chosen = logs.get(cls) if len(logs.get(cls, ())) >= MIN_RATIO else logs.get("*")
-            if not chosen or len(chosen) < 2:
-                entry._ratios[key] = (1.0, None)
-            else:
-                entry._ratios[key] = (math.exp(statistics.median(chosen)),
-                                      statistics.pstdev(chosen))
-        return entry._ratios[key]
-
     def op_time(self, node: OpNode, device: str) -> float:
         entry = self.entry_of(device)
         if entry is None:
             return self.fallback.op_time(node, device)
         sig = op_signature(node)
-        alone = self._alone(node, entry, sig)
+        alone = entry.alone(node, sig)
         if alone is None:
             return self.fallback.op_time(node, device)
-        return self._in_graph_time(node, entry, sig, alone)
+        return entry.in_graph_time(node, sig, alone)
 
     def op_times(self, nodes: Sequence[OpNode], device: str) -> list[float]:
         """``[op_time(n, device) for n in nodes]``, fitting the unmeasured ones in one batch."""
@@ -336,15 +187,8 @@ class ProfiledCostModel:
                 self.is_measured(n, device) for n in nodes)):
             return [self.op_time(n, device) for n in nodes]
         sigs = [op_signature(n) for n in nodes]
-        todo = {}
-        for n, s in zip(nodes, sigs, strict=True):
-            if entry.measured(s) is None and s not in entry._cache and s not in todo:
-                todo[s] = Sample.of_node(n, s)
-        if todo:
-            for s, t in zip(todo, entry.fits.predict(list(todo.values())), strict=True):
-                entry._cache[s] = float(t)
-        return [self._in_graph_time(n, entry, s, entry.measured(s) or entry._cache[s])
-                for n, s in zip(nodes, sigs, strict=True)]
+        alone = entry.alone_many(nodes, sigs)
+        return [entry.in_graph_time(n, s, a) for n, s, a in zip(nodes, sigs, alone, strict=True)]
 
     def transfer_time(self, nbytes: float, src: str, dst: str) -> float:
         return sum(t for t, _ in self._transfer_parts(nbytes, src, dst))
@@ -441,7 +285,7 @@ class ProfiledCostModel:
         return sum(self.transfer_time(n, src, dst) for n in sizes)
 
     @staticmethod
-    def _curve_name(device: Any, host: Any, out: bool, entry: _Entry) -> str:
+    def _curve_name(device: Any, host: Any, out: bool, entry: ProfileEntry) -> str:
         """The curve a copy between ``device`` and the host is priced by (see _transfer_parts)."""
         domain, copy = link_curves(*((device, host) if out else (host, device)))
         return domain if domain in entry.curves else copy
@@ -463,7 +307,7 @@ class ProfiledCostModel:
         sig = op_signature(node)
         if sig in entry.in_graph:
             return math.hypot(entry.spread.get(sig, 0.0), IN_GRAPH_MEASURED_SIGMA)
-        in_graph = self._in_graph(entry, op_class(node))
+        in_graph = self._in_graph_sigma(entry, op_class(node))
         if entry.measured(sig) is not None:
             return math.hypot(entry.spread.get(sig, 0.0), in_graph)
         if not entry.fits.usable:
@@ -473,14 +317,13 @@ class ProfiledCostModel:
             cv = max(self.fitted_sigma(entry.key).values(), default=FALLBACK_SIGMA)
         return math.sqrt(cv ** 2 + in_graph ** 2 + entry.typical_spread() ** 2)
 
-    def _in_graph(self, entry: _Entry, cls: str) -> float:
+    def _in_graph_sigma(self, entry: ProfileEntry, cls: str) -> float:
         """The in-graph part of an op's sigma: the measured spread of its class's in-graph
         ratios where the entry has them, else the assumed :data:`IN_GRAPH_SIGMA`."""
-        _, spread = self._ratio(entry, cls)
+        _, spread = entry.ratio(cls)
         if spread is not None:
             return spread
-        kind = str(entry.raw.get("kind", "cpu"))
-        return self.in_graph_sigma.get(kind, self.in_graph_sigma.get("default", 0.05))
+        return self.in_graph_sigma.get(entry.kind, self.in_graph_sigma.get("default", 0.05))
 
     def transfer_sigma(self, nbytes: float, src: str, dst: str) -> float:
         parts = self._transfer_parts(nbytes, src, dst)
@@ -503,12 +346,13 @@ class ProfiledCostModel:
     def fitted_sigma(self, key: str) -> dict[str, float]:
         """Per op class of entry ``key``: the RMS of its cross-validated log residuals."""
         entry = self._entries[key]
-        if entry._sigma is None:
+        if entry.sigma_by_class is None:
             errors: dict[str, list[float]] = {}
             for p in self._cv_predictions(entry):
                 errors.setdefault(p.op_class, []).append(p.log_error)
-            entry._sigma = {c: float(np.sqrt(np.mean(np.square(v)))) for c, v in errors.items()}
-        return entry._sigma
+            entry.sigma_by_class = {c: float(np.sqrt(np.mean(np.square(v))))
+                                    for c, v in errors.items()}
+        return entry.sigma_by_class
 
     def adopt_fitted_sigma(self, key: str, sigmas: Mapping[str, float]) -> None:
         """Take :meth:`fitted_sigma` of entry ``key`` as computed earlier from the same data
@@ -516,7 +360,7 @@ class ProfiledCostModel:
         this model does not bind are ignored."""
         entry = self._entries.get(key)
         if entry is not None:
-            entry._sigma = dict(sigmas)
+            entry.sigma_by_class = dict(sigmas)
 
     # ------------------------------------------------------------------ explanation
     def explain(self, node: OpNode, device: str) -> str:
@@ -533,11 +377,11 @@ class ProfiledCostModel:
             return (f"{head}, measured inside whole-graph runs of {', '.join(graphs)} on "
                     f"{entry.key} (alone: {entry.measured(sig) * 1e3:.4g} ms)")
         floor = entry.overheads.get("op_floor_s")
-        if floor is not None and entry.raw.get("kind", "cpu") != "cpu":
+        if floor is not None and entry.kind != "cpu":
             extra = f"; in a graph at least {floor * 1e6:.3g} us (queued launches)"
         else:
             extra = f"; in a graph +{entry.overheads.get('per_op_s', 0.0) * 1e6:.3g} us per op"
-        ratio, spread = self._ratio(entry, op_class(node))
+        ratio, spread = entry.ratio(op_class(node))
         if spread is not None:
             extra += (f", times {ratio:.3g} (the median in-graph / alone ratio of measured "
                       f"{op_class(node)} ops)")
@@ -566,7 +410,7 @@ class ProfiledCostModel:
         (every signature that no held-out model has)."""
         return entry_folds(self._entries[key])
 
-    def _cv_predictions(self, entry: _Entry) -> list[CVPrediction]:
+    def _cv_predictions(self, entry: ProfileEntry) -> list[CVPrediction]:
         return cv_predictions(entry)
 
     def cross_validate(self, graphs: Mapping[str, OpGraph] | Iterable[OpGraph] | None = None
@@ -578,15 +422,6 @@ class ProfiledCostModel:
         each node of its graph, not each signature once.
         """
         return cross_validate(self._entries, self.binding, graphs)
-
-
-def _binding_hint(platform: str, device: str) -> str:
-    """How to say which cache entry a device is timed by: ``binding=`` in Python; on the
-    command line, by profiling the model for the platform, which records its bindings."""
-    if is_command_line():
-        return (f"run `partition-lab profile MODEL --platform {platform} --cache FILE` once on "
-                f"the device that runs {device!r}: it records which entry each device uses")
-    return f"pass binding={{device: key}} for {device!r}"
 
 
 def _curve_sigma(curve: TransferCurve, nbytes: float) -> float:

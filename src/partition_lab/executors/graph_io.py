@@ -53,7 +53,7 @@ from ..core.platform import (
     device_patterns,
     host_device,
 )
-from ..core.support import AcceptsAll
+from ..core.verdicts import AcceptsAll
 from ..errors import PartitionLabError, PlanError
 from ..targets import get_platform
 
@@ -497,7 +497,7 @@ def _bundle_from_dict(data: Mapping[str, Any], path: Path) -> Bundle:
         try:
             plans[name] = PartitionPlan.from_dict(graph, raw, platform=platform)
             if rules is not None:
-                check_verdicts(plans[name], rules)
+                check_verdicts(plans[name].graph, plans[name].support, rules)
         except PlanError as err:
             raise PlanError(f"plan {name!r}: {err}") from None
     return Bundle(graph, bindings, plans, dict(data.get("meta", {})), platform)

@@ -52,7 +52,9 @@ from .view import (
 SCHEMA = "partition_lab.html/1"
 """The version of the data the page's script reads (``DATA.schema``)."""
 
-_ASSETS = ("page.html", "view.css", "view.js")
+_ASSETS = ("page.html", "view.css", "layout.js", "view.js")
+#: The page's one script, in this order: the coordinates, then the view that draws them.
+_SCRIPTS = ("layout.js", "view.js")
 
 
 def write_html(
@@ -78,7 +80,7 @@ def html_page(plan: PartitionPlan, cost: CostBreakdown | None = None, *,
               collapse: bool | None = None, title: str | None = None) -> str:
     """The page's text: the template with the styles, the script and the plan's data inline."""
     data = plan_data(plan, cost, collapse=collapse, title=title)
-    css, js = _asset("view.css"), _asset("view.js")
+    css, js = _asset("view.css"), "\n".join(_asset(name) for name in _SCRIPTS)
     values = {
         "TITLE": html.escape(data["title"]),
         "CSS": css,

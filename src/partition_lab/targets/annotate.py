@@ -13,8 +13,8 @@ from typing import Any
 
 from .._audience import option
 from ..core.graph import OpGraph
-from ..core.patterns import Unit, find_units, pattern_library
-from ..core.platform import HOST, Platform
+from ..core.patterns import Unit, find_units
+from ..core.platform import HOST, Platform, pattern_library
 from ..core.support import Support, Verdict, host_verdict
 from ..errors import ExclusionError
 
