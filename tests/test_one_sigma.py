@@ -147,3 +147,10 @@ def test_the_plan_json_and_summary_quote_the_same_sigma(
     notes = json.loads(out.read_text())["notes"]
     assert any(sigma in note and "kept greedy's plan" in note for note in notes)
     assert sigma in summary and "move(s) kept" not in summary
+    # The plan's own total: the +-2 sd the summary prints and the plan JSON's total_sigma_s are
+    # the cost row's total_sigma_s, which is greedy's plan's.
+    total_sigma = next(r for r in data["rows"] if r["strategy"] == "cost")["total_sigma_s"]
+    plan = json.loads(out.read_text())
+    jsonschema.Draft202012Validator(load_schema("plan")).validate(plan)
+    assert plan["cost"]["total_sigma_s"] == pytest.approx(total_sigma)
+    assert f"(+-2 sd {format_time(2 * total_sigma)})" in summary

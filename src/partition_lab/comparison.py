@@ -390,6 +390,16 @@ def compare_plans(
     return comparison
 
 
+def plan_total_sigma(graph: OpGraph, support: Support, cost_model: CostModel | None,
+                     plan: PartitionPlan) -> float | None:
+    """The uncertainty (1 sigma) of ``plan``'s predicted total: the ``total_sigma_s`` its row
+    of :func:`compare_plans` shows, and :func:`partition_lab.partition`'s summary and plan JSON;
+    None where the cost model states no uncertainty."""
+    if cost_model is None or not any(hasattr(cost_model, m) for m in UNCERTAINTY_METHODS):
+        return None
+    return _plan_sigma(CostTables(graph, cost_model, support.platform, support.units), plan)
+
+
 def _default_strategy(cost_model: CostModel) -> str:
     return default_strategy(profiled=isinstance(cost_model, ProfiledCostModel))
 

@@ -84,6 +84,9 @@ class PartitionResult:
     functions: dict[str, Any] = field(default_factory=dict)
     #: The adapter's name ("relay", "relax").
     ir_name: str = ""
+    #: The uncertainty (1 sigma) of ``cost.total``, the same ``compare`` shows for this plan
+    #: (:func:`partition_lab.comparison.plan_total_sigma`); None where the model states none.
+    total_sigma_s: float | None = None
 
     @property
     def relay(self) -> Any:
@@ -99,8 +102,10 @@ class PartitionResult:
         lines = [self.plan.summary()]
         if self.cost is not None:
             c = self.cost
+            spread = (f" (+-2 sd {format_time(2 * self.total_sigma_s)})"
+                      if self.total_sigma_s is not None else "")
             lines.append(
-                f"  predicted ({c.model}): total {format_time(c.total)} = CPU "
+                f"  predicted ({c.model}): total {format_time(c.total)}{spread} = CPU "
                 f"{format_time(c.compute_cpu)} + accelerator {format_time(c.compute_accel)} + "
                 f"copies {format_time(c.transfer)} ({counted(len(c.cuts), 'tensor')}, "
                 f"{format_bytes(c.transfer_bytes)}) + launches {format_time(c.overhead)}")
@@ -109,6 +114,8 @@ class PartitionResult:
     def to_dict(self) -> dict[str, Any]:
         data = self.plan.to_dict(self.cost.node_times if self.cost is not None else None)
         data["cost"] = self.cost.to_dict() if self.cost is not None else None
+        if data["cost"] is not None and self.total_sigma_s is not None:
+            data["cost"]["total_sigma_s"] = self.total_sigma_s
         return data
 
     def to_json(self, indent: int | None = 2) -> str:

@@ -17,7 +17,7 @@ from typing import Any
 
 from .._stages import stage
 from .._tvm_logs import quiet_tvm_logs
-from ..comparison import Comparison, compare_plans
+from ..comparison import Comparison, compare_plans, plan_total_sigma
 from ..core.hazards import NumericHazard
 from ..core.plan import PartitionPlan
 from ..core.platform import Platform
@@ -176,9 +176,10 @@ def plan_and_outline(analysis: Analysis, strategy: str | None,
     partitioned, functions = adapter.outline(analysis.ir, plan)
     timings["outline_s"] = time.perf_counter() - start
     cost = evaluate(plan, analysis.cost_model) if analysis.cost_model is not None else None
+    sigma = plan_total_sigma(analysis.graph, analysis.support, analysis.cost_model, plan)
     return PartitionResult(partitioned, plan, analysis.graph, analysis.target, cost,
                            analysis.cost_model, analysis.prepared_mod, analysis.ir, timings,
-                           functions, adapter.name)
+                           functions, adapter.name, sigma)
 
 
 def measured_choice(analysis: Analysis, k: int, device: str, seconds: float,
