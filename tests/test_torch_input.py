@@ -317,11 +317,11 @@ def test_without_torch_the_error_is_one_line_naming_the_fix(tmp_path, monkeypatc
     model = tmp_path / "model.pt2"
     model.write_bytes(b"whatever")
     monkeypatch.setitem(sys.modules, "torch", None)  # import torch -> ImportError
-    with pytest.raises(MissingDependencyError, match=r"needs torch.*pip install 'partition-lab\[torch\]'"):
+    with pytest.raises(MissingDependencyError, match=r"needs torch.*pip install '\.\[relay,torch\]'"):
         load_model(model)
     assert main(["viz", str(model), "-o", str(tmp_path / "m.svg")]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "pip install 'partition-lab[torch]'" in err
+    assert err.count("\n") == 1 and "pip install '.[relay,torch]'" in err
 
 
 # ------------------------------------------------------------- the ONNX frontend, found here

@@ -6,6 +6,11 @@ Public API (TVM is imported only when a name that needs it is first used)::
     result = partition_lab.partition(mod, "neuron", params=params, strategy="cost")
     print(result.plan.summary())
     print(partition_lab.compare(mod, "neuron", params=params))
+
+TVM is an extra (``pip install '.[relax]'`` for current TVM, ``'.[relay]'`` for TVM 0.19): without
+either the package imports and its TVM-free parts (targets, the core, bundles) work, and a name
+that needs TVM raises a one-line :class:`~partition_lab._optional.MissingDependencyError` saying
+what to install.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import importlib
 from typing import Any
 
 from ._optional import relax_only as _relax_only
+from ._optional import require_tvm as _require_tvm
 from ._version import __version__ as __version__
 from .core.graph import OpGraph, OpGraphBuilder, TensorType
 from .core.plan import PartitionPlan, Region
@@ -35,6 +41,10 @@ _LAZY = {
     "TargetSpec": ("partition_lab.targets", "TargetSpec"),
 }
 
+#: The lazy names whose modules import TVM (the others are TVM-free).
+_NEED_TVM = frozenset({"load_model", "partition", "analyze", "PartitionResult", "compare",
+                       "graph_from_relay"})
+
 __all__ = [
     "HOST", "OpGraph", "OpGraphBuilder", "PartitionLabError", "PartitionPlan", "Region",
     "TensorType", "Verdict", *_LAZY,
@@ -44,6 +54,8 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
         module, attr = _LAZY[name]
+        if name in _NEED_TVM:
+            _require_tvm(f"partition_lab.{name}")
         if name == "load_model" and _relax_only():  # apache-tvm >= 0.20: the Relax loader
             module = "partition_lab.relax.frontends"
         return getattr(importlib.import_module(module), attr)

@@ -18,17 +18,32 @@ from types import ModuleType
 
 from .errors import PartitionLabError
 
-__all__ = ["MXNET_FIX", "MissingDependencyError", "RELAX_FIX", "TRANSFORMERS_FIX",
-           "relax_only", "require_mxnet", "require_transformers", "tvm_has_relay"]
+__all__ = ["MXNET_FIX", "MissingDependencyError", "RELAX_FIX", "RELAY_FIX", "TRANSFORMERS_FIX",
+           "TVM_FIX", "pip_install", "relax_only", "require_mxnet", "require_transformers",
+           "require_tvm", "stack_extra", "torch_fix", "tvm_has_relay", "tvm_installed"]
 
-MXNET_FIX = "pip install 'partition-lab[mxnet]' (Python 3.11 only)"
+
+def pip_install(extras: str) -> str:
+    """The install command of the package with ``extras``, as it works from a clone of the
+    repository (the package is not on a package index): ``pip install '.[relax]'``."""
+    return f"pip install '.[{extras}]'"
+
+
+#: Every install command a message names works in a clone of the repository (its root folder).
+_FROM_A_CLONE = "in a clone of partition_lab"
+#: MXNet reads its models through Relay's MXNet frontend: it goes with the Relay stack.
+MXNET_FIX = f"{pip_install('relay,mxnet')} {_FROM_A_CLONE} (Python 3.11 only)"
 #: transformers builds the zoo's hf: models (BERT-base, DistilBERT); it is in the test extra
 #: only, not a dependency of the package.
 TRANSFORMERS_FIX = "pip install transformers==5.23.0 (it is in partition-lab's test extra)"
 #: apache-tvm >= 0.20 (the Relax adapter, partition_lab.relax) and the pinned TVM 0.19 wheel both
-#: install the module ``tvm``: the Relax stack lives in an environment of its own.
-RELAX_FIX = ("make test-relax builds one (.venv-relax), or in a new venv: pip install -r "
-             "requirements-relax.txt && pip install --no-deps partition-lab")
+#: install the module ``tvm``: each stack lives in an environment of its own.
+RELAX_FIX = (f"in a new venv, {pip_install('relax')} {_FROM_A_CLONE} (make test-relax builds "
+             "one, .venv-relax)")
+RELAY_FIX = f"in a new venv, {pip_install('relay')} {_FROM_A_CLONE}"
+#: Neither stack installed (``pip install .`` alone): what to add.
+TVM_FIX = (f"{pip_install('relax')} (current TVM, Relax) or {pip_install('relay')} (TVM 0.19, "
+           f"Relay) {_FROM_A_CLONE}")
 # The first Python without a numpy that MXNet 1.9.1 accepts (numpy 1.23 stops at 3.11).
 _FIRST_PYTHON_WITHOUT_MXNET = (3, 12)
 
@@ -118,6 +133,33 @@ def _installed(name: str) -> bool:
     if name in sys.modules:
         return sys.modules[name] is not None
     return importlib.util.find_spec(name) is not None
+
+
+def tvm_installed() -> bool:
+    """Whether a module ``tvm`` is installed at all (either stack), found without importing it."""
+    try:
+        return importlib.util.find_spec("tvm") is not None
+    except (ImportError, ValueError):  # a blocked tvm (None in sys.modules)
+        return False
+
+
+def require_tvm(what: str) -> None:
+    """Raise a one-line :class:`MissingDependencyError` naming both stacks' extras when no TVM is
+    installed (``pip install .`` alone: the package imports, and its TVM-free parts work)."""
+    if not tvm_installed():
+        raise MissingDependencyError(f"{what} needs TVM, which is not installed: {TVM_FIX}",
+                                     name="tvm")
+
+
+def stack_extra() -> str:
+    """The extra of the TVM stack installed here: ``"relax"`` for apache-tvm >= 0.20, else
+    ``"relay"`` (TVM 0.19, or no TVM yet: the stack with every input format)."""
+    return "relax" if relax_only() else "relay"
+
+
+def torch_fix() -> str:
+    """How to add PyTorch (and torchvision) to the stack installed here."""
+    return f"{pip_install(stack_extra() + ',torch')} {_FROM_A_CLONE} (torch and torchvision)"
 
 
 def tvm_has_relay() -> bool:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from .._io import check_regular_file
-from .._optional import relax_only
+from .._optional import relax_only, require_tvm
 from .._outputs import check_outputs, input_files, write_together
 from .._stages import stage
 from ..errors import PartitionLabError
@@ -82,9 +82,7 @@ def run_partition(args: argparse.Namespace) -> int:
         _check_output(output, [".json"])
     export = Path(args.export) if args.export else None
     if export is not None:
-        from ..relay.export import SUFFIX
-
-        _check_output(export, [SUFFIX])
+        _check_export(export)
     planned = [output, output.with_suffix(text_suffix)] if output is not None else []
     check_outputs(planned + ([export] if export is not None else []),
                   input_files(model_file(job.model), job.target, job.profile_cache))
@@ -96,9 +94,7 @@ def run_partition(args: argparse.Namespace) -> int:
         files[output] = result.to_json().encode("utf-8") + b"\n"
         files[output.with_suffix(text_suffix)] = module_text(result.mod).encode("utf-8")
     if export is not None:
-        from ..relay.export import partitioned_text
-
-        files[export] = partitioned_text(result.mod).encode("utf-8")
+        files[export] = _exported_text(result.mod, model_label(job.model)).encode("utf-8")
     if files:
         write_together(files)
     if output is not None:
@@ -106,6 +102,31 @@ def run_partition(args: argparse.Namespace) -> int:
     if export is not None:
         print(f"wrote {export} (the partitioned module with its weights)")
     return gate_status(result.plan, limit)
+
+
+def _check_export(export: Path) -> None:
+    """``--export``'s file: ``.relay`` (Relay text), or ``.relax`` (TVMScript) with apache-tvm."""
+    if relax_only():
+        from . import relax
+
+        relax.check_export(export)
+        _check_output(export, [relax.TEXT_SUFFIX])
+        return
+    from ..relay.export import SUFFIX
+
+    _check_output(export, [SUFFIX])
+
+
+def _exported_text(mod: Any, label: str) -> str:
+    """The partitioned module with its weights: Relay text with its metadata section, or the
+    Relax module's TVMScript with its metadata with apache-tvm."""
+    if relax_only():
+        from . import relax
+
+        return relax.exported_text(mod, label)
+    from ..relay.export import partitioned_text
+
+    return partitioned_text(mod)
 
 
 def _module_text() -> tuple[str, Callable[[Any], str]]:
@@ -126,11 +147,11 @@ def run_compare(args: argparse.Namespace) -> int:
     The model is prepared and its support verdicts computed once (``api.analyze``); each
     strategy then runs on that graph (``compare.compare_plans``).
     """
-    from ..api import analyze
     from ..comparison import compare_plans
 
     args.strategy = None
-    job = resolve_job(args)
+    job = resolve_job(args)  # first: without TVM it says which extra to install
+    from ..api import analyze
     names = parse_strategies(args.strategies)
     mod, params = load(job, args.frontend, getattr(args, "debug", False))
     from .._tvm_logs import quiet_tvm_logs
@@ -169,10 +190,12 @@ def run_profile(args: argparse.Namespace) -> int:
     check_regular_file(model, "bundle" if bundle else "model", PartitionLabError)
     if bundle and not Path(model).is_file():
         raise PartitionLabError(f"bundle {model} does not exist")
-    if relax_only():  # a model is converted and built through Relay; a bundle needs no TVM
+    if not bundle:  # a bundle needs no TVM
+        require_tvm(f"profile of a model ({model})")
+    if relax_only():  # the TVM runners build ops through Relay: the torch runner here
         from . import relax
 
-        relax.check_profile(bundle, args.runner)
+        relax.check_profile(args, bundle)
     if not bundle and not is_zoo_model(model) and not Path(model).exists():
         raise PartitionLabError(f"model {model} does not exist ({MODEL_HELP})")
     if is_zoo_model(model):
@@ -251,19 +274,21 @@ def run_zoo(args: argparse.Namespace) -> int:
     pytorch_built = zoo.torchvision_names() + zoo.transformers_names()
     mxnet = zoo.mxnet_installed()
     relax = relax_only()
-    if relax:  # every zoo model is built through a Relay frontend
-        print("here: apache-tvm (Relax) is installed, and the zoo's models are built through "
-              "the Relay frontends (TVM 0.19, the default venv); the command line here reads "
-              ".onnx files\n")
+    if relax:  # the gluoncv builds go through Relay's MXNet frontend; the rest through ONNX
+        print("here: apache-tvm (Relax) is installed: the tv: and hf: models load through their "
+              "ONNX export (building one needs torch), the gluoncv builds (zoo:) need MXNet and "
+              "the Relay stack\n")
     # What works here first: without MXNet the gluoncv builds come last, each naming its twin.
-    for name in zoo.names() + pytorch_built if mxnet else pytorch_built + zoo.names():
+    for name in zoo.names() + pytorch_built if mxnet and not relax else \
+            pytorch_built + zoo.names():
         entry = zoo.info(name)
         shapes = ", ".join(f"{k}={','.join(map(str, v))}" for k, v in entry.input_shapes.items())
         print(f"{name}\n  {entry.description}\n  inputs: {shapes}\n  needs: "
               f"{', '.join(entry.needs)} (to build; {', '.join(entry.frontends)} frontend)")
         if getattr(entry, "story", None):
             print(f"  story: {entry.story}")
-        if entry.built_with == "mxnet" and not mxnet and not relax:
+        if entry.built_with == "mxnet" and (relax or not mxnet):
             twin = zoo.torchvision_twin(name)
-            print("  here: MXNet is not installed" + (f"; use {twin}" if twin else ""))
+            why = "it needs MXNet and the Relay stack" if relax else "MXNet is not installed"
+            print(f"  here: {why}" + (f"; use {twin}" if twin else ""))
     return 0

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import strategies
-from .._optional import relax_only
+from .._optional import relax_only, require_tvm
 from ..core.platform import HOST, Platform
 from ..cost_models import available_profiles, get_cost_model, load_profile
 from ..errors import InputShapeError, ProfileError, TargetSpecError
@@ -128,6 +128,9 @@ class Job:
 def resolve_job(args: argparse.Namespace, *, default_model: bool = False) -> Job:
     """Check target, strategy, options and shapes up front, so bad input fails in milliseconds."""
     model = args.model
+    # `pip install .` alone has no TVM (each stack is an extra): say which to add, in one line
+    require_tvm(f"partition-lab {args.command}" if getattr(args, "command", None) else
+                "partitioning a model")
     if relax_only():  # apache-tvm >= 0.20: what needs Relay is refused before anything loads
         from . import relax
 
@@ -191,7 +194,7 @@ def load(job: Job, frontend: str | None, debug: bool = False,
     reading the converted one): a model the converted-model cache holds comes back as
     ``(Deferred, None)``, its module read only when needed."""
     with job.progress.step(f"loading {job.model}"):
-        if relax_only():  # an .onnx file (resolve_job refused the rest): the Relax loader
+        if relax_only():  # an .onnx file or a tv:/hf: model (resolve_job refused the rest)
             from . import relax
 
             return relax.load(job.model, job.input_shapes, debug)

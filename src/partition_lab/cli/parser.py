@@ -254,7 +254,9 @@ def _add_partition(commands: Any) -> None:
               "reading: weights\nare elided as meta[relay.Constant] references). --export "
               "FILE.relay writes the partitioned\nmodule with its weights for a BYOC codegen: "
               "partition_lab.load_model and tvm.relay.fromtext\nread it back, and relay.build "
-              "hands each region to relay.ext.<Compiler> (see --compiler).\n\n"
+              "hands each region to relay.ext.<Compiler> (see --compiler). With apache-tvm\n"
+              "(Relax), PLAN.relax and --export FILE.relax are the module's TVMScript, the "
+              "latter with its weights\n(tvm.script.from_source reads it back).\n\n"
               f"Exit status {EXIT_FALLBACK}: --fail-on-fallback or --max-host-ops found more ops "
               "on the host than allowed\n(outputs are written first); 2: an error.\n\n"
               + PLAN_JSON_DOC + "\n" + _choices_text())
@@ -263,7 +265,8 @@ def _add_partition(commands: Any) -> None:
                      "and the partitioned Relay text with suffix .relay (with apache-tvm, "
                      "Relax: the module's TVMScript, suffix .relax)")
     sub.add_argument("--export", metavar="FILE.relay", help="write the partitioned module with "
-                     "its weights (Relay text with metadata) for a BYOC codegen")
+                     "its weights (Relay text with metadata) for a BYOC codegen; with "
+                     "apache-tvm (Relax), FILE.relax: TVMScript with its metadata")
     sub.add_argument("--compiler", action="append", default=[], metavar="NAME|DEVICE=NAME",
                      help="the Compiler attribute of the accelerator functions (the codegen "
                           "relay.ext.NAME); default from the device name (neuron@2020 -> "
@@ -315,7 +318,9 @@ not measured again (--force does). A bundle (.json.gz from bench/gpu/export_bund
 TVM: profile where the devices are. Runners: torch (the PyTorch executor's kernels; host-memory
 devices on the CPU, the others on --device), tvm-llvm (TVM's llvm backend here), tvm-rpc (the
 boards a TVM RPC tracker serves under --key: python -m tvm.exec.rpc_tracker, then
-python -m tvm.exec.rpc_server --tracker HOST:PORT --key KEY on each board).
+python -m tvm.exec.rpc_server --tracker HOST:PORT --key KEY on each board). With apache-tvm
+(Relax) a model's ops are timed by the torch runner, each alone (the TVM runners build them as
+Relay modules).
 """
 
 

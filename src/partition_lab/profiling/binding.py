@@ -81,12 +81,12 @@ def _default_torch_device() -> str:
     try:
         import torch
     except ImportError:
-        from .._optional import relax_only
+        from .._optional import relax_only, torch_fix
 
         # the TVM runners build ops through Relay: with apache-tvm (Relax) only torch is left
         other = "" if relax_only() else ", or use --runner tvm-llvm"
-        raise PartitionLabError("the torch runner needs PyTorch (pip install "
-                                f"'partition-lab[torch]'){other}") from None
+        raise PartitionLabError(f"the torch runner needs PyTorch ({torch_fix()}){other}") \
+            from None
     return "cuda:0" if torch.cuda.is_available() else "cpu"
 
 

@@ -127,6 +127,7 @@ class _Model:
     platform: Platform
     plans: dict[str, PartitionPlan]
     run_strategy: Callable[[str], PartitionPlan] | None = None
+    notes: list[str] = field(default_factory=list)  # what this model's profile leaves out
 
 
 # ---------------------------------------------------------------------------- the API
@@ -198,7 +199,7 @@ def profile(
     model = _resolve_model(model_or_bundle, platform, params, input_shapes, **target_options)
     label = name or model.graph.name or _stem(model_or_bundle) or "model"
     runners = bind_runners(model.platform, runner, device, tracker, key, runner_options or {})
-    notes = runner_notes(model.platform, runners)
+    notes = runner_notes(model.platform, runners) + model.notes
     wanted, selection = _wanted(model, strategies)
 
     path: Path | None
@@ -549,7 +550,7 @@ def _load(spec: str, params: Mapping[str, Any] | None,
         if parsed is None:
             raise ProfileError(f"bad model {spec!r}: {zoo.SPEC_FORM}")
         return zoo.load(parsed[0], small=parsed[1], input_shapes=input_shapes)
-    from ..relay.frontends import load_model
+    from .. import load_model  # the Relax loader with apache-tvm >= 0.20
 
     mod, loaded = load_model(spec, input_shapes)
     return mod, params if params is not None else loaded
@@ -572,10 +573,17 @@ def _from_bundle(bundle: Any, platform: Any, target_options: Mapping[str, Any]) 
     return _Model(bundle.graph, bundle.bindings, support, own, dict(bundle.plans))
 
 
+#: What a Relax module's profile leaves out (its ops' argument bindings are Relay's alone).
+RELAX_NOTE = ("a Relax module: each op timed alone, its arguments told apart by their types; "
+              "the whole-graph run and the patterns' units are not measured (they need the "
+              "argument bindings that only the Relay reader keeps)")
+
+
 def _from_relay(mod: Any, platform: Any, params: Mapping[str, Any] | None,
                 target_options: Mapping[str, Any]) -> _Model:
-    from ..api import analyze
-    from ..executors.graph_io import bindings_from_relay
+    """The model of a Relay module, or of a Relax module (apache-tvm >= 0.20: ``analyze`` sends
+    it to the Relax adapter) without argument bindings."""
+    from ..api import analyze, is_relax_module
     from ..strategies import get_strategy
 
     analysis = analyze(mod, platform, params=params, **target_options)
@@ -583,6 +591,11 @@ def _from_relay(mod: Any, platform: Any, params: Mapping[str, Any] | None,
     def run(strategy: str) -> PartitionPlan:
         return get_strategy(strategy).run(analysis.graph, analysis.support,
                                           cost_model=analysis.cost_model)
+
+    if is_relax_module(mod):
+        return _Model(analysis.graph, None, analysis.support, analysis.platform, {}, run,
+                      [RELAX_NOTE])
+    from ..executors.graph_io import bindings_from_relay
 
     return _Model(analysis.graph, bindings_from_relay(analysis.relay), analysis.support,
                   analysis.platform, {}, run)

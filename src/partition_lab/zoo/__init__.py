@@ -59,7 +59,7 @@ import numpy as np
 
 from .._audience import option, shapes_hint
 from .._io import CACHE_ENV, cache_root, user_cache_dir  # noqa: F401  (CACHE_ENV: tests and docs name it here)
-from .._optional import MissingDependencyError, require_mxnet
+from .._optional import MissingDependencyError, relax_only, require_mxnet
 from ..errors import InputShapeError, ModelFormatError, UnsupportedOperatorError
 from ._build import discard, is_intact, remove_stale_parts
 from ._catalog import ENTRIES, NEEDS, TORCHVISION_TWINS, ZooEntry, entry
@@ -315,7 +315,8 @@ def load(name: str, *, frontend: Frontend | None = None, small: bool = False,
     (see :func:`check_input_shapes`).
 
     Both go through :func:`partition_lab.relay.frontends.load_model`, so every call carries its source
-    node name. Results are cached in memory; each call returns a new IRModule (sharing the
+    node name. With apache-tvm >= 0.20 (Relax, no Relay) the model's ONNX file goes through
+    :func:`partition_lab.relax.load_model` instead (the MXNet frontend is Relay's). Results are cached in memory; each call returns a new IRModule (sharing the
     immutable functions) and a new params dict, so that assigning ``mod["main"] = ...`` does not
     change what the next caller gets. ``cache`` keeps an ONNX conversion in the converted-model
     cache for the next process (``load_model(cache=True)``; the command line does).
@@ -330,14 +331,32 @@ def load(name: str, *, frontend: Frontend | None = None, small: bool = False,
             f"{name} does not load through the {frontend} frontend ({zoo_entry.frontend_note}); "
             f"use {option(f'frontend={other!r}', f'--frontend {other}')}")
     shapes = check_input_shapes(name, input_shapes, small=small)
+    # partition() and the drawings title the model by this attribute.
+    label = _label(name, small) + (f" ({_shapes_text(shapes)})" if shapes else "")
+    if relax_only():  # apache-tvm >= 0.20: the ONNX file through the Relax ONNX frontend
+        if frontend == "mxnet":
+            raise UnsupportedOperatorError(
+                f"{name} through the MXNet frontend needs the Relay stack (TVM 0.19): the MXNet "
+                "frontend is Relay's; with apache-tvm (Relax) the zoo loads ONNX files")
+        return _load_relax(name, small, shapes, label)
     import tvm
 
     key = tuple(shapes.items()) if shapes else None
     mod, params = _load_cached(name, frontend, small, key, cache)  # type: ignore[arg-type]
     fresh = tvm.IRModule(dict(mod.functions), dict(mod.type_definitions))
-    # partition() and the drawings title the model by this attribute.
-    label = _label(name, small) + (f" ({_shapes_text(shapes)})" if shapes else "")
     return fresh.with_attr("partition_lab.name", label), dict(params)
+
+
+def _load_relax(name: str, small: bool, shapes: Mapping[str, tuple[int, ...]] | None,
+                label: str) -> tuple[Any, dict]:
+    """:func:`load` with apache-tvm (Relax): the model's ONNX file (exported at ``shapes``)
+    through :func:`partition_lab.relax.load_model`, weights bound as constants (params ``{}``).
+    Not kept in memory: the Relax import is the conversion, done on each call."""
+    from ..relax.frontends import load_model
+
+    mod, params = load_model(onnx_path(name, small=small,
+                                       input_shapes=dict(shapes) if shapes else None))
+    return mod.with_attr("partition_lab.name", label), params
 
 
 def load_deferred(name: str, *, small: bool = False,

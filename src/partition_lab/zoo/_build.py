@@ -9,6 +9,7 @@ block is initialised. Every file is written under a temporary name and moved int
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import logging
 import os
@@ -62,7 +63,7 @@ def build_torch_onnx_file(entry: ZooEntry, small: bool, onnx_path: Path,
     """Build the PyTorch module (torchvision or transformers) with seeded weights and write it as
     ONNX exported at its input shapes (or ``input_shapes``), its nodes named by module path (what
     ``load_model`` does with a module, written to the cache)."""
-    from ..relay.frontends._torch import module_to_onnx
+    from .._torch_onnx import module_to_onnx
 
     torch = _require_builders(entry)
     module = seeded_torch_module(entry, small)
@@ -100,11 +101,17 @@ def seeded_torch_module(entry: ZooEntry, small: bool) -> Any:
 def _require_builders(entry: ZooEntry) -> Any:
     """torch (and transformers for an hf: model), or a one-line MissingDependencyError."""
     from .._optional import require_transformers
-    from ..relay.frontends._torch import require_torch
+    from .._torch_onnx import require_torch
 
     torch = require_torch(f"building the zoo model {entry.name!r}")
     if entry.built_with == "transformers":
         require_transformers(f"building the zoo model {entry.name!r}")
+    elif importlib.util.find_spec("torchvision") is None:
+        from .._optional import MissingDependencyError, torch_fix
+
+        raise MissingDependencyError(f"building the zoo model {entry.name!r} needs torchvision, "
+                                     f"which is not installed; {torch_fix()}",
+                                     name="torchvision")
     return torch
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from .._optional import require_transformers
-from ..relay.frontends._torch import require_torch
+from .._torch_onnx import require_torch
 
 torch = require_torch("the zoo's Hugging Face models")
 transformers = require_transformers("the zoo's Hugging Face models (hf:NAME)")

@@ -2,7 +2,7 @@
 
 Each builder returns an ``nn.Module`` with torchvision's random initialisation (``weights=None``;
 nothing is downloaded); the zoo seeds torch before calling it and exports the module to ONNX
-with its module paths as node names (:func:`partition_lab.relay.frontends._torch.module_to_onnx`).
+with its module paths as node names (:func:`partition_lab._torch_onnx.module_to_onnx`).
 The small variants keep what the tests look at (three deconvolutions, two resizes) at a fraction
 of the size, as the gluoncv zoo's small variants do.
 """
@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
-from ..relay.frontends._torch import require_torch
+from .._torch_onnx import require_torch
 
 torch = require_torch("the zoo's torchvision models")
 import torchvision  # noqa: E402  (after require_torch: it hides Triton, which crashes beside TVM)

@@ -12,6 +12,7 @@ from tvm import relay
 
 from ..._audience import shape_name, shapes_hint, shapes_option
 from ..._io import check_regular_file
+from ..._text import MAX_QUOTED, first_line  # noqa: F401 - first_line: the frontends import it here
 from ...errors import InputShapeError, ModelFormatError, ModelNotFoundError
 
 Shape = tuple[int, ...]
@@ -20,9 +21,6 @@ DeclaredDim = int | str | None
 
 EXAMPLE_SHAPE = (1, 3, 224, 224)
 
-#: The longest piece of another library's message that goes into one of ours: torch's can be
-#: thousands of characters on one line (a symbolic expression, the graph traced so far).
-MAX_QUOTED = 200
 
 MAX_INPUT_ELEMENTS = 2**32
 """The most elements an input may have (16 GiB of float32): a larger shape is a typo, and
@@ -127,16 +125,6 @@ def require_shapes(
             f"Pass {example_hint(missing)} (the sizes your model expects)"
         )
     return {name: checked_shape(name, given[name]) for name in names}
-
-
-def first_line(error: BaseException | str, limit: int = MAX_QUOTED) -> str:
-    """The first non-empty line of an exception's message (its type name if it has none), cut
-    to ``limit`` characters."""
-    text = str(error).strip()
-    if not text:
-        return type(error).__name__ if isinstance(error, BaseException) else ""
-    line = text.splitlines()[0].strip()
-    return line if len(line) <= limit else line[:limit - 3].rstrip() + "..."
 
 
 def finish_module(mod: tvm.IRModule) -> tvm.IRModule:
