@@ -264,13 +264,13 @@ def _tiny_symbol(folder: Path) -> Path:
 
 
 # Imports every module of the package but the zoo (below), the Relax adapter and the TVM-built op
-# collector (they need apache-tvm >= 0.20, in its own venv: tests/relax) and the `python -m` entry
+# collector and plan builder (they need apache-tvm >= 0.20, in its own venv: tests/relax) and the `python -m` entry
 # points (they run the command line); prints those that fail, one a line.
 _IMPORT_ALL = _BLOCK_MXNET + """\
 import importlib, pkgutil, partition_lab
 for module in pkgutil.walk_packages(partition_lab.__path__, "partition_lab."):
     if (not module.name.startswith(("partition_lab.zoo", "partition_lab.relax",
-                                    "partition_lab.profiling.relax_ops"))
+                                     "partition_lab.profiling.relax_"))
             and not module.name.endswith("__main__")):
         try:
             importlib.import_module(module.name)

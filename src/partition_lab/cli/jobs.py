@@ -17,7 +17,7 @@ from ..cost_models import available_profiles, get_cost_model, load_profile
 from ..errors import InputShapeError, ProfileError, TargetSpecError
 from ..progress import Progress
 from ..targets import get_platform
-from .usage import UsageError, is_zoo_model  # noqa: F401 - is_zoo_model: used by commands
+from .usage import UsageError, is_zoo_model, zoo_name  # noqa: F401 - is_zoo_model: used by commands
 
 PROG = "partition-lab"
 DEFAULT_MODEL = "zoo:simple_pose_resnet152_v1b"
@@ -247,17 +247,6 @@ def default_model_name() -> str:
     except MissingDependencyError:
         return DEFAULT_MODEL_WITHOUT_MXNET
     return DEFAULT_MODEL
-
-
-def zoo_name(model: str) -> tuple[str, bool]:
-    """``(zoo name, small)``: ``zoo:NAME`` is ``NAME``, ``tv:NAME`` is ``tv:NAME`` (and
-    ``hf:NAME`` is ``hf:NAME``)."""
-    from ..zoo import SPEC_FORM, parse_spec
-
-    parsed = parse_spec(model)
-    if parsed is None:
-        raise UsageError(f"bad model {model!r}: {SPEC_FORM}")
-    return parsed
 
 
 def run_partition_job(job: Job, args: argparse.Namespace) -> Any:

@@ -59,7 +59,7 @@ def _relay_only_part(model: str | None) -> str | None:
         return None
     if is_zoo_model(model):
         from .. import zoo
-        from .jobs import zoo_name
+        from .usage import zoo_name
 
         name, small = zoo_name(model)
         if zoo.info(name).built_with == "mxnet":  # raises UnknownModelError for a bad name
@@ -129,7 +129,7 @@ def load(model: str, input_shapes: dict[str, tuple[int, ...]],
     path, shapes, label = model, input_shapes or None, None
     if is_zoo_model(model):
         from .. import zoo
-        from .jobs import zoo_name
+        from .usage import zoo_name
 
         name, small = zoo_name(model)
         path = str(zoo.onnx_path(name, small=small, input_shapes=input_shapes or None))

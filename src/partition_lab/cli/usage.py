@@ -15,3 +15,14 @@ def is_zoo_model(model: str) -> bool:
     from ..zoo import is_spec
 
     return is_spec(model)
+
+
+def zoo_name(model: str) -> tuple[str, bool]:
+    """``(zoo name, small)``: ``zoo:NAME`` is ``NAME``, ``tv:NAME`` is ``tv:NAME`` (and
+    ``hf:NAME`` is ``hf:NAME``)."""
+    from ..zoo import SPEC_FORM, parse_spec
+
+    parsed = parse_spec(model)
+    if parsed is None:
+        raise UsageError(f"bad model {model!r}: {SPEC_FORM}")
+    return parsed

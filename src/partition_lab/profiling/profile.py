@@ -4,16 +4,13 @@ Which op signatures are measured, per device of the platform: by default **every
 device that supports it** (the support table), not only the placements that some strategy's
 final plan makes. Strategies that search (``cost``, ``optimal``, variants with exclusions) price
 placements that no final plan keeps, and a cost model that knows only the winners' placements
-cannot tell whether an alternative is better; every supported placement is also a superset of
-any plan's, of today's strategies and of later ones. It costs little: signatures repeat within
-and across models, and devices bound to one cache entry (``tensorcore`` and ``cuda`` on one
-GPU) share their measurements. ``strategies=[...]`` narrows it to the union of those strategies'
+cannot tell whether an alternative is better. It costs little: signatures repeat within and
+across models, and devices bound to one cache entry share their measurements. ``strategies=[...]`` narrows it to the union of those strategies'
 plans (a bundle's own plans, or the strategies run here), for a quick profile.
 
-Devices are bound to runners (:mod:`partition_lab.profiling.runners`): with
-``runner="torch"`` a device whose memory is the host's is timed by ``TorchRunner("cpu")`` and
-every other device by ``TorchRunner(device)`` (``cuda:0`` by default where torch sees a GPU),
-which is where :class:`~partition_lab.executors.torch_exec.PlanExecutor` runs them; with
+Devices are bound to runners (:mod:`partition_lab.profiling.runners`): with ``runner="torch"``
+a host-memory device is timed by ``TorchRunner("cpu")`` and every other one by
+``TorchRunner(device)`` (``cuda:0`` where torch sees a GPU), as the plan executor runs them; with
 ``"tvm-llvm"`` every device is timed with TVM's llvm backend here (the stand-in the region
 executor uses), with ``"tvm-rpc"`` on the boards a TVM RPC tracker serves under ``key``; or
 pass a :class:`~partition_lab.profiling.runners.Runner` (every device) or a mapping
@@ -22,10 +19,9 @@ pass a :class:`~partition_lab.profiling.runners.Runner` (every device) or a mapp
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,10 +35,8 @@ from ..core.support import Support
 from ..errors import ProfileError
 from .binding import bind_runners, parse_tracker, runner_notes
 from .cache import OVERHEAD_KEYS, DeviceEntry, OpStats, ProfileCache, default_cache_path, now_iso
+from .inputs import ModelToProfile, StepFn, is_bundle_path, progress_bar, resolve_model
 from .runners import Runner, Timing
-
-StepFn = Callable[[str, int, int], None]
-"""``progress(what, done, total)``: called as each op is timed and at each phase."""
 
 
 @dataclass
@@ -117,19 +111,6 @@ class ProfileResult:
                 "notes": list(self.notes), "elapsed_s": self.elapsed_s}
 
 
-@dataclass
-class _Model:
-    """What profiling needs of a model: graph, argument bindings, support, plans."""
-
-    graph: OpGraph
-    refs: Sequence[Sequence[Any]] | None
-    support: Support
-    platform: Platform
-    plans: dict[str, PartitionPlan]
-    run_strategy: Callable[[str], PartitionPlan] | None = None
-    notes: list[str] = field(default_factory=list)  # what this model's profile leaves out
-
-
 # ---------------------------------------------------------------------------- the API
 def profile(
     model_or_bundle: Any,
@@ -196,7 +177,7 @@ def profile(
         prices ops with these where it has them (:class:`~partition_lab.cost_models.profiled.ProfiledCostModel`).
     """
     start = time.perf_counter()
-    model = _resolve_model(model_or_bundle, platform, params, input_shapes, **target_options)
+    model = resolve_model(model_or_bundle, platform, params, input_shapes, **target_options)
     label = name or model.graph.name or _stem(model_or_bundle) or "model"
     runners = bind_runners(model.platform, runner, device, tracker, key, runner_options or {})
     notes = runner_notes(model.platform, runners) + model.notes
@@ -335,7 +316,7 @@ def short_key(device_key: str) -> str:
     return parts[0] + (" " + parts[1][:32] if len(parts) > 1 else "")
 
 
-def _profile_graph(entry: DeviceEntry, runner: Runner, model: _Model, label: str, short: str,
+def _profile_graph(entry: DeviceEntry, runner: Runner, model: ModelToProfile, label: str, short: str,
                    *, deadline: float | None, progress: StepFn | None,
                    report: EntryReport) -> None:
     """Run the whole graph on ``runner``'s device; keep the run and each measured op's time
@@ -461,7 +442,7 @@ def _add_units(found: dict[str, dict[str, tuple[OpNode, Any]]], graph: OpGraph,
                 found[device].setdefault(op_signature(composite), (composite, binding))
 
 
-def _wanted(model: _Model, strategies: Iterable[str] | None
+def _wanted(model: ModelToProfile, strategies: Iterable[str] | None
             ) -> tuple[dict[str, dict[str, tuple[OpNode, Any]]], str]:
     if strategies is None:
         return (signatures_per_device(model.graph, model.support, refs=model.refs),
@@ -481,124 +462,6 @@ def _wanted(model: _Model, strategies: Iterable[str] | None
             raise ProfileError(f"the bundle has no {strategy!r} plan (its plans: {have})")
     return (signatures_per_device(model.graph, model.support, plans, model.refs),
             f"the plans of {', '.join(names)}")
-
-
-# ---------------------------------------------------------------------------- inputs
-@contextlib.contextmanager
-def progress_bar(enabled: bool) -> Iterator[StepFn | None]:
-    """A :data:`StepFn` drawing one bar per phase on stderr (None when not ``enabled``)."""
-    if not enabled:
-        yield None
-        return
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    with Progress(TextColumn("{task.description}"), BarColumn(bar_width=24),
-                  MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=Console(stderr=True)) as bar:
-        tasks: dict[str, Any] = {}
-
-        def step(what: str, done: int, total: int) -> None:
-            phase = what.split(" (", 1)[0]
-            if phase not in tasks:
-                tasks[phase] = bar.add_task(phase, total=total)
-            bar.update(tasks[phase], completed=done, total=total, description=what)
-
-        yield step
-
-
-def is_bundle_path(value: Any) -> bool:
-    """Whether ``value`` names a bundle file (``.json.gz``, or gzip content)."""
-    from ..zoo import is_spec
-
-    if not isinstance(value, (str, Path)) or is_spec(value):
-        return False
-    path = Path(value)
-    if str(path).endswith(".json.gz"):
-        return True
-    try:
-        with open(path, "rb") as handle:
-            return handle.read(2) == b"\x1f\x8b"
-    except OSError:
-        return False
-
-
-def _resolve_model(model: Any, platform: Any, params: Mapping[str, Any] | None,
-                   input_shapes: Mapping[str, tuple[int, ...]] | None,
-                   **target_options: Any) -> _Model:
-    from ..executors.graph_io import Bundle, read_bundle
-
-    if is_bundle_path(model):
-        model = read_bundle(model)
-    if isinstance(model, Bundle):
-        return _from_bundle(model, platform, target_options)
-    if platform is None:
-        raise ProfileError("profile needs a platform (a name such as 'tensorcore', or a file)")
-    if isinstance(model, (str, Path)):
-        model, params = _load(str(model), params, input_shapes)
-    elif isinstance(model, tuple) and len(model) == 2:
-        model, params = model
-    return _from_relay(model, platform, params, target_options)
-
-
-def _load(spec: str, params: Mapping[str, Any] | None,
-          input_shapes: Mapping[str, tuple[int, ...]] | None) -> tuple[Any, Any]:
-    from .. import zoo
-
-    if zoo.is_spec(spec):
-        parsed = zoo.parse_spec(spec)
-        if parsed is None:
-            raise ProfileError(f"bad model {spec!r}: {zoo.SPEC_FORM}")
-        return zoo.load(parsed[0], small=parsed[1], input_shapes=input_shapes)
-    from .. import load_model  # the Relax loader with apache-tvm >= 0.20
-
-    mod, loaded = load_model(spec, input_shapes)
-    return mod, params if params is not None else loaded
-
-
-def _from_bundle(bundle: Any, platform: Any, target_options: Mapping[str, Any]) -> _Model:
-    if target_options:
-        raise ProfileError(f"target options {sorted(target_options)} do not apply to a bundle: "
-                           "its plans were made with the options it was exported with")
-    if not bundle.plans:
-        raise ProfileError("the bundle has no plans, so which device supports which op is "
-                           "unknown; export it with at least one plan, or profile the model")
-    own = bundle.platform or next(iter(bundle.plans.values())).platform
-    wanted = platform.name if isinstance(platform, Platform) else platform
-    if wanted is not None and str(wanted) != own.name:
-        raise ProfileError(f"the bundle was exported for platform {own.name!r}, not "
-                           f"{wanted!r}; its plans say which ops each of {own.name}'s devices "
-                           "supports")
-    support = next(iter(bundle.plans.values())).support
-    return _Model(bundle.graph, bundle.bindings, support, own, dict(bundle.plans))
-
-
-#: What a Relax module's profile leaves out (its ops' argument bindings are Relay's alone).
-RELAX_NOTE = ("a Relax module: each op timed alone, its arguments told apart by their types; "
-              "the whole-graph run and the patterns' units are not measured (they need the "
-              "argument bindings that only the Relay reader keeps)")
-
-
-def _from_relay(mod: Any, platform: Any, params: Mapping[str, Any] | None,
-                target_options: Mapping[str, Any]) -> _Model:
-    """The model of a Relay module, or of a Relax module (apache-tvm >= 0.20: ``analyze`` sends
-    it to the Relax adapter) without argument bindings."""
-    from ..api import analyze, is_relax_module
-    from ..strategies import get_strategy
-
-    analysis = analyze(mod, platform, params=params, **target_options)
-
-    def run(strategy: str) -> PartitionPlan:
-        return get_strategy(strategy).run(analysis.graph, analysis.support,
-                                          cost_model=analysis.cost_model)
-
-    if is_relax_module(mod):
-        return _Model(analysis.graph, None, analysis.support, analysis.platform, {}, run,
-                      [RELAX_NOTE])
-    from ..executors.graph_io import bindings_from_relay
-
-    return _Model(analysis.graph, bindings_from_relay(analysis.relay), analysis.support,
-                  analysis.platform, {}, run)
 
 
 __all__ = ["EntryReport", "ProfileResult", "is_bundle_path", "parse_tracker", "profile",
