@@ -29,8 +29,18 @@ this process took from (or put in) the converted cache, recognised by identity: 
 (any pass makes a new ``main``) or other weights are prepared again and not stored. Weights
 changed in place (``NDArray.copyfrom``) are not noticed: pass ``cache=False`` to
 ``load_model`` for that. An entry holds the prepared ``main`` with its constants lifted out
-as raw bytes (TVM's JSON would base64 them: 5 s to read back SimplePose's), and the numeric
-hazards found while preparing. It is written and checked like a converted entry.
+as raw bytes (TVM's JSON would base64 them: 5 s to read back SimplePose's; each constant's span
+kept on its parameter), the module's attributes and the numeric hazards found while
+preparing. It is written and checked like a converted entry.
+
+Whatever an entry holds reads back as it was computed: a warm run's plan is a cold run's, byte
+for byte (``tests/test_cache_identity.py``). Weights keep their shape (0-d stays 0-d: issue
+34, where ``np.ascontiguousarray`` had stored them as ``[1]``), dtype and name. Reading an
+entry checks each weight against its parameter's type; one that disagrees is a bug of this
+module: the entry is dropped with a :class:`CacheMismatchWarning` and the model converted or
+prepared again. With ``PARTITION_LAB_VERIFY_CACHE=1`` (the test suite sets it) every entry is
+read back as soon as it is written and compared with what was computed, and any difference
+raises :class:`CacheMismatchError`.
 
 The command line does not read the converted module when the prepared one is there:
 ``cached_load(lazy=True)`` returns a :class:`Deferred` (the converted key, the module read on
@@ -69,7 +79,7 @@ from ..relay_graph import array_items, object_key
 
 CACHE_FORMAT = 3  # 2: the conversion's warnings kept and said again; 3: 0-d weights stay 0-d
 """Bump when what an entry holds, or how a conversion turns out, changes."""
-PREPARED_FORMAT = 2  # 2: 0-d constants stay 0-d (format 1 stored them as shape [1])
+PREPARED_FORMAT = 2  # 2: 0-d constants stay 0-d (1 stored them as [1]), spans, module attrs
 """Bump when a prepared entry's content, or how preparation turns out, changes."""
 VERIFY_ENV = "PARTITION_LAB_VERIFY_CACHE"
 """Set to ``1`` (the test suite does): every entry written is read back at once and compared
@@ -256,7 +266,9 @@ def write_prepared(entry: Path, mod: tvm.IRModule, hazards: Sequence[NumericHaza
     if lifted is None:
         return
     main, arrays = lifted
-    _write(entry, PREPARED_MAGIC, {"hazards": [h.to_dict() for h in hazards]},
+    attrs = mod.attrs  # (the model's name, partition_lab.name, when no pass dropped it)
+    _write(entry, PREPARED_MAGIC, {"hazards": [h.to_dict() for h in hazards],
+                                   "attrs": tvm.ir.save_json(attrs) if attrs else ""},
            tvm.ir.save_json(main).encode("utf-8"), arrays)
     if _verifying():
         _verify_prepared(entry, mod)
@@ -336,6 +348,10 @@ def _decode_prepared(data: bytes) -> tuple[tvm.IRModule, list[NumericHazard]]:
     bound = relay.bind(func, {p: relay.Constant(constants[p.name_hint], p.span)
                               for p in func.params if p.name_hint in constants})
     mod = relay.transform.InferType()(tvm.IRModule.from_expr(bound))
+    if header["attrs"]:
+        attrs = tvm.ir.load_json(header["attrs"])
+        for name in attrs.keys():
+            mod = mod.with_attr(name, attrs[name])
     return mod, [NumericHazard.from_dict(h) for h in header["hazards"]]
 
 
@@ -571,51 +587,57 @@ def _same_weights(got: Mapping[str, Any], want: Mapping[str, Any]) -> str | None
 
 
 def _verify_converted(entry: Path, folder: Path, loaded: Loaded) -> None:
-    """(:data:`VERIFY_ENV`) The entry just written, read back: the same module (TVM's JSON of
-    it, spans and names included) and the same weights as ``loaded``, or a mismatch."""
+    """(:data:`VERIFY_ENV`) The entry just written, read back: the same module
+    (:func:`_same_module`) and the same weights as ``loaded``, or a mismatch."""
     found = _read(entry, lambda data: _unpacked_entry(data, folder, say=False))
-    mod, params = loaded
     if found is None:
         _mismatch(entry, "does not read back")
         return
-    what = None if tvm.ir.save_json(found[0]) == tvm.ir.save_json(mod) else \
-        "reads back another module"
-    what = what or _same_weights(found[1], params)
+    what = _same_module(found[0], loaded[0]) or _same_weights(found[1], loaded[1])
     if what is not None:
         _forget(entry)
         _mismatch(entry, what)
 
 
 def _verify_prepared(entry: Path, prepared: tvm.IRModule) -> None:
-    """(:data:`VERIFY_ENV`) The prepared entry just written, read back: a module structurally
-    equal to ``prepared`` (constants compared by shape, dtype and value) with the same spans
-    (source names), in the same order, or a mismatch."""
+    """(:data:`VERIFY_ENV`) The prepared entry just written, read back: the same module as
+    ``prepared`` (:func:`_same_module`), or a mismatch."""
     found = _read(entry, _decode_prepared)
     if found is None:
         _mismatch(entry, "does not read back")
         return
-    if not tvm.ir.structural_equal(found[0], prepared, map_free_vars=True):
-        what: str | None = "reads back another module"
-    elif _source_names(found[0]) != _source_names(prepared):
-        what = "reads back other spans (source names)"
-    else:
-        what = None
+    what = _same_module(found[0], prepared)
     if what is not None:
         _forget(entry)
         _mismatch(entry, what)
 
 
-def _source_names(mod: tvm.IRModule) -> list[tuple[str, str]]:
-    """Each node of ``main`` (calls, constants, variables...) by kind and span name, in TVM's
-    post order: what the plan's nodes and the exported Relay text are named by."""
-    names: list[tuple[str, str]] = []
+def _same_module(got: tvm.IRModule, want: tvm.IRModule) -> str | None:
+    """What differs between two modules, or None: structural equality (types, attributes,
+    constants by shape, dtype and value; the module's attributes), then the names that
+    structural equality leaves out (spans, variables' names)."""
+    if not tvm.ir.structural_equal(got, want, map_free_vars=True):
+        return "reads back another module"
+    if _names(got) != _names(want):
+        return "reads back other names (spans or variables)"
+    return None
+
+
+def _names(mod: tvm.IRModule) -> list[tuple[str, str, str]]:
+    """Each node of each function (calls, constants, variables...) by kind, span name and (for
+    a variable) name, in TVM's post order: what a plan's nodes and inputs, the weights and the
+    exported Relay text are named by."""
+    names: list[tuple[str, str, str]] = []
 
     def visit(node: object) -> None:
         span = getattr(node, "span", None)
-        names.append((type(node).__name__,
-                      str(span.source_name.name) if span is not None else ""))
+        names.append((type(node).__name__, str(span.source_name.name) if span is not None
+                      else "", str(node.name_hint) if isinstance(node, relay.Var) else ""))
 
-    relay.analysis.post_order_visit(mod["main"], visit)
+    for var in sorted(mod.get_global_vars(), key=lambda v: v.name_hint):
+        names.append(("GlobalVar", "", var.name_hint))
+        if isinstance(mod[var], relay.Function):
+            relay.analysis.post_order_visit(mod[var], visit)
     return names
 
 
