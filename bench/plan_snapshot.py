@@ -24,7 +24,6 @@ import argparse
 import hashlib
 import json
 import os
-import re
 import sys
 import time
 from pathlib import Path
@@ -32,6 +31,7 @@ from pathlib import Path
 os.environ.setdefault("TOPHUB_LOCATION", "NONE")
 
 from partition_lab import zoo  # noqa: E402
+from partition_lab._run_to_run import mask_solve_times  # noqa: E402
 from partition_lab.api import analyze  # noqa: E402
 from partition_lab.cost_models.base import evaluate  # noqa: E402
 from partition_lab.strategies import available_strategies, get_strategy  # noqa: E402
@@ -50,13 +50,10 @@ PLATFORMS = {
 }
 
 
-#: The solver's wall time at the end of optimal's note ("...; 0.03 s"): the one part of a plan
-#: that differs from run to run.
-SOLVE_TIME = re.compile(r"; \d+(\.\d+)? s(?=\")")
-
-
 def digest(text: str) -> str:
-    return hashlib.sha256(SOLVE_TIME.sub("; <time> s", text).encode()).hexdigest()[:16]
+    """The SHA-256 (16 digits) of ``text``, its solve times masked (the one part of a plan that
+    differs from run to run)."""
+    return hashlib.sha256(mask_solve_times(text).encode()).hexdigest()[:16]
 
 
 def snapshot_model(name: str, small: bool, keep: Path | None) -> dict[str, dict]:

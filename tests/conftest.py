@@ -2,8 +2,9 @@
 
 The zoo builds its model files on first use; tests keep them in ``<repo>/.cache/zoo`` (git
 ignores ``.cache/``) so that a second run of the suite starts warm. A ``PARTITION_LAB_CACHE``
-set by the caller wins. These variables are set at import time, before any test module imports
-TVM or the zoo.
+set by the caller wins. ``PARTITION_LAB_VERIFY_CACHE=1`` has every model-cache entry written
+read back and checked (a mismatch fails the test). These variables are set at import time,
+before any test module imports TVM or the zoo.
 
 MXNet and gluoncv are the optional ``[mxnet]`` extra (Python 3.11 only). Where MXNet does not
 import, a test marked ``requires_mxnet`` is skipped, and so is any test (or test module) that
@@ -36,6 +37,11 @@ os.environ.setdefault("TOPHUB_LOCATION", "NONE")  # TVM builds would otherwise t
 # One TVM runtime thread: on a shared 2-core machine TVM's spinning worker threads make small
 # models run 10x slower than one thread does.
 os.environ.setdefault("TVM_NUM_THREADS", "1")
+# Every model-cache entry a test writes is read back and compared with what was computed, and
+# an entry that reads back otherwise fails the test (CacheMismatchError) rather than being
+# dropped and rebuilt with a warning, as it is for users (issue 34: a warm run's plan must be
+# a cold run's).
+os.environ.setdefault("PARTITION_LAB_VERIFY_CACHE", "1")
 
 REQUIRE_MXNET = os.environ.get("PARTITION_LAB_REQUIRE_MXNET") == "1"
 MXNET_PACKAGES = ("mxnet", "gluoncv")

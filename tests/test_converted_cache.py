@@ -4,6 +4,7 @@ versions converts again; an entry that is cut short or garbled is rebuilt, never
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -490,3 +491,108 @@ def test_a_tv_model_on_the_command_line_is_partitioned_without_reading_its_modul
     assert (module_reads, len(preparations)) == ([], 1)
     first = (tmp_path / "first.json").read_text()
     assert (tmp_path / "second.json").read_text() == first and "mobilenet_v2" in first
+
+
+# ---------------------------------------------- issue 34: a warm run returns what a cold computes
+def scalar_onnx(path: Path) -> Path:
+    """``data * 0.5 + 1`` (``my_mul``, ``my_add``): two 0-d constants (ONNX float initializers
+    this small are frozen into the module; so is a Constant node)."""
+    scale = numpy_helper.from_array(np.array(0.5, "float32"), "scale")
+    one = helper.make_node("Constant", [], ["one"], name="my_one",
+                           value=numpy_helper.from_array(np.array(1.0, "float32")))
+    graph = helper.make_graph(
+        [one, helper.make_node("Mul", ["data", "scale"], ["m"], name="my_mul"),
+         helper.make_node("Add", ["m", "one"], ["out"], name="my_add")],
+        "scalars", [helper.make_tensor_value_info("data", TensorProto.FLOAT, [1, 4])],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)], [scale])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+    return path
+
+
+def scalar_weight_module() -> tuple[tvm.IRModule, dict[str, tvm.nd.NDArray]]:
+    """``data * scale``, ``scale`` a 0-d weight (a .pt2's scalar buffer is one; an ONNX file's
+    small initializers are frozen into the module instead)."""
+    data = tvm.relay.var("data", shape=(1, 4))
+    scale = tvm.relay.var("scale", shape=(), dtype="float32")
+    mod = tvm.IRModule.from_expr(tvm.relay.Function(  # typed whole, as a frontend's module is
+        [data, scale], data * scale, tvm.relay.TensorType((1, 4), "float32")))
+    return tvm.relay.transform.InferType()(mod), {"scale": tvm.nd.array(np.array(0.5, "f4"))}
+
+
+def load_scalar_weight(path: Path, converted: list[Path]) -> tuple[tvm.IRModule, dict]:
+    """:func:`scalar_weight_module` through the converted cache, keyed by ``path``'s content."""
+
+    def convert() -> tuple[tvm.IRModule, dict[str, tvm.nd.NDArray]]:
+        converted.append(path)
+        return scalar_weight_module()
+
+    return _cache.cached_load(path, "relay", None, {}, convert)  # type: ignore[return-value]
+
+
+def _relay_text(path: Path) -> str:
+    return path.with_suffix(".relay").read_text()
+
+
+def test_a_0d_weight_comes_back_0d(tmp_path: Path) -> None:
+    """np.ascontiguousarray makes a 0-d array 1-d: a 0-d weight read back as shape [1]."""
+    path = tmp_path / "key.relay"
+    path.write_text("any content: the entry's key")
+    converted: list[Path] = []
+    cold_mod, cold = load_scalar_weight(path, converted)
+    warm_mod, warm = load_scalar_weight(path, converted)
+    assert converted == [path]  # the second from the entry
+    assert cold["scale"].shape == warm["scale"].shape == ()
+    assert tvm.ir.structural_equal(warm_mod, cold_mod, map_free_vars=True)
+
+
+def test_0d_constants_come_back_0d_and_named(
+        tmp_path: Path, preparations: list[tuple[str, ...]]) -> None:
+    """The prepared entry lifts constants out as raw bytes: a warm run's scalar constants were
+    [1], priced otherwise than the cold run's [] (hf:bert_base's 24 of 191 nodes), and had lost
+    their spans (the Relay text written beside the plan differed)."""
+    path = scalar_onnx(tmp_path / "m.onnx")
+    cold = partition_cli(path, tmp_path / "cold.json", "neuron")
+    warm = partition_cli(path, tmp_path / "warm.json", "neuron")  # the prepared entry
+    fresh = main(["partition", str(path), "-t", "neuron", "--no-model-cache",
+                  "-o", str(tmp_path / "fresh.json")])
+    assert len(preparations) == 2  # the cold one and --no-model-cache's
+    assert fresh == 0 and warm == cold == (tmp_path / "fresh.json").read_text()
+    assert [w["shape"] for n in json.loads(warm)["nodes"] for w in n["weights"]] == [[], []]
+    assert _relay_text(tmp_path / "warm.json") == _relay_text(tmp_path / "cold.json") == \
+        _relay_text(tmp_path / "fresh.json")
+    assert "span=my_one" in _relay_text(tmp_path / "warm.json")
+
+
+def _old_raw(array: tvm.nd.NDArray) -> np.ndarray:
+    return np.ascontiguousarray(array.numpy())  # issue 34's bug: 0-d stored as [1]
+
+
+def test_an_entry_that_would_change_the_plan_fails_the_tests(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With PARTITION_LAB_VERIFY_CACHE=1 (the suite's), an entry that does not read back as it
+    was computed raises as it is written: a cache bug is a test failure, not a silent rebuild."""
+    monkeypatch.setattr(_cache, "_raw", _old_raw)
+    path = scalar_onnx(tmp_path / "m.onnx")
+    with pytest.raises(_cache.CacheMismatchError, match="takes \\[\\] float32"):
+        partition_file(path, "neuron")  # the prepared entry
+    with pytest.raises(_cache.CacheMismatchError, match="holds scale as \\[1\\] float32"):
+        load_scalar_weight(path, [])  # the converted entry
+
+
+def test_a_user_is_warned_of_such_an_entry_and_gets_the_cold_result(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without PARTITION_LAB_VERIFY_CACHE, such an entry is refused when read, with a warning,
+    and the model converted or prepared again: the plan is the cold run's."""
+    monkeypatch.delenv(_cache.VERIFY_ENV)
+    path = scalar_onnx(tmp_path / "m.onnx")
+    mod, params = load_model(path)  # no cache
+    want = partition_lab.partition(mod, "neuron", params=params).to_json()
+    monkeypatch.setattr(_cache, "_raw", _old_raw)
+    assert partition_file(path, "neuron").to_json() == want  # computed (a bad entry written)
+    with pytest.warns(_cache.CacheMismatchWarning, match="please report this bug"):
+        assert partition_file(path, "neuron").to_json() == want  # read, refused, computed
+    converted: list[Path] = []
+    load_scalar_weight(path, converted)
+    with pytest.warns(_cache.CacheMismatchWarning, match="holds scale as \\[1\\]"):
+        _, params = load_scalar_weight(path, converted)
+    assert converted == [path, path] and params["scale"].shape == ()

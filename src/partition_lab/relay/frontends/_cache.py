@@ -29,8 +29,18 @@ this process took from (or put in) the converted cache, recognised by identity: 
 (any pass makes a new ``main``) or other weights are prepared again and not stored. Weights
 changed in place (``NDArray.copyfrom``) are not noticed: pass ``cache=False`` to
 ``load_model`` for that. An entry holds the prepared ``main`` with its constants lifted out
-as raw bytes (TVM's JSON would base64 them: 5 s to read back SimplePose's), and the numeric
-hazards found while preparing. It is written and checked like a converted entry.
+as raw bytes (TVM's JSON would base64 them: 5 s to read back SimplePose's; each constant's span
+kept on its parameter), the module's attributes and the numeric hazards found while
+preparing. It is written and checked like a converted entry.
+
+Whatever an entry holds reads back as it was computed: a warm run's plan is a cold run's, byte
+for byte (``tests/test_cache_identity.py``). Weights keep their shape (0-d stays 0-d: issue
+34, where ``np.ascontiguousarray`` had stored them as ``[1]``), dtype and name. Reading an
+entry checks each weight against its parameter's type; one that disagrees is a bug of this
+module: the entry is dropped with a :class:`CacheMismatchWarning` and the model converted or
+prepared again. With ``PARTITION_LAB_VERIFY_CACHE=1`` (the test suite sets it) every entry is
+read back as soon as it is written and compared with what was computed, and any difference
+raises :class:`CacheMismatchError`.
 
 The command line does not read the converted module when the prepared one is there:
 ``cached_load(lazy=True)`` returns a :class:`Deferred` (the converted key, the module read on
@@ -67,10 +77,14 @@ from ..._stages import stage
 from ...core.hazards import NumericHazard
 from ..relay_graph import array_items, object_key
 
-CACHE_FORMAT = 2  # 2: the conversion's warnings kept and said again
+CACHE_FORMAT = 3  # 2: the conversion's warnings kept and said again; 3: 0-d weights stay 0-d
 """Bump when what an entry holds, or how a conversion turns out, changes."""
-PREPARED_FORMAT = 1
+PREPARED_FORMAT = 2  # 2: 0-d constants stay 0-d (1 stored them as [1]), spans, module attrs
 """Bump when a prepared entry's content, or how preparation turns out, changes."""
+VERIFY_ENV = "PARTITION_LAB_VERIFY_CACHE"
+"""Set to ``1`` (the test suite does): every entry written is read back at once and compared
+with what was computed, and any entry that reads back other than it was computed raises
+:class:`CacheMismatchError` instead of being dropped with a :class:`CacheMismatchWarning`."""
 MAGIC = b"partition_lab converted model\n"
 PREPARED_MAGIC = b"partition_lab prepared model\n"
 _LIFTED = "__partition_lab_constant_"  # the names of a prepared entry's lifted constants
@@ -244,12 +258,20 @@ def write_prepared(entry: Path, mod: tvm.IRModule, hazards: Sequence[NumericHaza
     """Store a prepared module (its constants lifted out as raw bytes) and its hazards at
     ``entry``, atomically; nothing when the module is not one ``main`` whose parameters are
     free of the lifted constants' names, or holds more than dataflow (let, if)."""
-    lifted = _lift_constants(mod)
+    try:
+        lifted = _lift_constants(mod)
+    except _Mismatch as mismatch:
+        _mismatch(entry, str(mismatch))
+        return
     if lifted is None:
         return
     main, arrays = lifted
-    _write(entry, PREPARED_MAGIC, {"hazards": [h.to_dict() for h in hazards]},
+    attrs = mod.attrs  # (the model's name, partition_lab.name, when no pass dropped it)
+    _write(entry, PREPARED_MAGIC, {"hazards": [h.to_dict() for h in hazards],
+                                   "attrs": tvm.ir.save_json(attrs) if attrs else ""},
            tvm.ir.save_json(main).encode("utf-8"), arrays)
+    if _verifying():
+        _verify_prepared(entry, mod)
 
 
 def _lift_constants(mod: tvm.IRModule) -> tuple[relay.Function, dict[str, np.ndarray]] | None:
@@ -278,8 +300,11 @@ def _lift_constants(mod: tvm.IRModule) -> tuple[relay.Function, dict[str, np.nda
     def rebuild(node: relay.Expr) -> None:
         if isinstance(node, relay.Constant):
             data = node.data
-            var = relay.var(f"{_LIFTED}{len(lifted)}", shape=data.shape, dtype=data.dtype)
-            arrays[var.name_hint] = np.ascontiguousarray(data.numpy())
+            # The constant's span (its source name) kept on the parameter: the prepared
+            # module's Relay text names it as a cold run's does.
+            var = relay.var(f"{_LIFTED}{len(lifted)}", shape=data.shape, dtype=data.dtype,
+                            span=node.span)
+            arrays[var.name_hint] = _raw(data)
             lifted.append(var)
             replaced[object_key(node)] = var
         elif isinstance(node, relay.Call):
@@ -318,8 +343,15 @@ def _decode_prepared(data: bytes) -> tuple[tvm.IRModule, list[NumericHazard]]:
     constants = _params(header["params"], weights)
     if not set(constants) <= {p.name_hint for p in func.params}:
         raise _Stale("constants do not match the function")
-    bound = relay.build_module.bind_params_by_name(func, constants)
+    _check_types(func.params, constants)
+    # Bound as bind_params_by_name does, each constant given back its span (kept on its var).
+    bound = relay.bind(func, {p: relay.Constant(constants[p.name_hint], p.span)
+                              for p in func.params if p.name_hint in constants})
     mod = relay.transform.InferType()(tvm.IRModule.from_expr(bound))
+    if header["attrs"]:
+        attrs = tvm.ir.load_json(header["attrs"])
+        for name in attrs.keys():
+            mod = mod.with_attr(name, attrs[name])
     return mod, [NumericHazard.from_dict(h) for h in header["hazards"]]
 
 
@@ -395,11 +427,17 @@ def write_entry(entry: Path, loaded: Loaded, reads: list[Path], folder: Path,
                 said: list[str] | None = None) -> None:
     """Store ``loaded`` at ``entry`` (atomically), with the digests of the files it read."""
     mod, params = loaded
-    arrays = {name: np.ascontiguousarray(array.numpy()) for name, array in params.items()}
+    try:
+        arrays = {name: _raw(array) for name, array in params.items()}
+    except _Mismatch as mismatch:
+        _mismatch(entry, str(mismatch))
+        return
     _write(entry, MAGIC, {"format": CACHE_FORMAT,
                           "reads": {os.path.relpath(p, folder): file_digest(p) for p in reads},
                           "warnings": list(said or [])},
            tvm.ir.save_json(mod).encode("utf-8"), arrays)
+    if _verifying():
+        _verify_converted(entry, folder, loaded)
 
 
 def _write(entry: Path, magic: bytes, fields: dict[str, Any], module: bytes,
@@ -458,14 +496,154 @@ def _read(entry: Path, decode: Callable[[bytes], Any]) -> Any:
         return None
     try:
         return decode(data)
+    except _Mismatch as mismatch:  # read back whole, but not what was computed: a bug
+        _forget(entry)
+        _mismatch(entry, str(mismatch))
+        return None
     except Exception:  # noqa: BLE001  (any failure to read back means: do not trust it)
-        with contextlib.suppress(OSError):
-            entry.unlink()
+        _forget(entry)
         return None
 
 
 class _Stale(ValueError):
     """An entry that is cut short, garbled, of another format, or whose read files changed."""
+
+
+class CacheMismatchError(RuntimeError):
+    """An entry reads back other than what was computed (a weight's shape or dtype, a module
+    that differs): a bug of this module, which would make a warm run's plan differ from a cold
+    one's. Raised where :data:`VERIFY_ENV` is set; otherwise a :class:`CacheMismatchWarning`."""
+
+
+class CacheMismatchWarning(RuntimeWarning):
+    """:class:`CacheMismatchError`'s finding where :data:`VERIFY_ENV` is not set: the entry is
+    not used (the model is converted or prepared again) and the user is told."""
+
+
+def _verifying() -> bool:
+    return os.environ.get(VERIFY_ENV, "").strip() not in ("", "0")
+
+
+def _mismatch(entry: Path, what: str) -> None:
+    """Report an entry that does not read back as it was computed: raise
+    :class:`CacheMismatchError` where :data:`VERIFY_ENV` is set, else warn (the caller then
+    drops the entry and computes again)."""
+    message = (f"partition_lab's model cache entry {entry.name} {what}; it is not used (please "
+               "report this bug; --no-model-cache or cache=False avoids the cache)")
+    if _verifying():
+        raise CacheMismatchError(message)
+    warnings.warn(message, CacheMismatchWarning, stacklevel=3)
+
+
+class _Mismatch(_Stale):
+    """An entry whose weights disagree with its module's types (see :func:`_mismatch`)."""
+
+
+def _raw(array: Any) -> np.ndarray:
+    """A weight's values as a C-contiguous numpy array of its own shape and dtype.
+
+    Not ``np.ascontiguousarray``: it returns at least one dimension, so a 0-d scalar was stored
+    as shape ``[1]`` and a warm run priced other ops than a cold one (issue 34)."""
+    data = array.numpy() if isinstance(array, tvm.nd.NDArray) else np.asarray(array)
+    if not data.flags.c_contiguous:
+        data = data.copy(order="C")
+    if tuple(data.shape) != tuple(int(d) for d in array.shape) or \
+            str(data.dtype) != str(array.dtype):
+        raise _Mismatch(f"would store a weight of shape {list(array.shape)} {array.dtype} as "
+                        f"{list(data.shape)} {data.dtype}")
+    return data
+
+
+def _check_types(params: Sequence[relay.Var], arrays: Mapping[str, Any]) -> None:
+    """Raise :class:`_Mismatch` where a weight's shape or dtype is not its parameter's type
+    (the parameters of that name with a tensor type; a weight no parameter names is left to
+    ``bind_params``, which says what is wrong with it)."""
+    types = {p.name_hint: p.type_annotation for p in params}
+    for name, array in arrays.items():
+        ty = types.get(name)
+        if not isinstance(ty, relay.TensorType):
+            continue
+        want = [int(d) for d in ty.shape] if all(
+            isinstance(d, tvm.tir.IntImm) for d in ty.shape) else None
+        if (want is not None and want != [int(d) for d in array.shape]) or \
+                str(ty.dtype) != str(array.dtype):
+            raise _Mismatch(f"holds {name} as {list(array.shape)} {array.dtype}, but the module "
+                            f"takes {want} {ty.dtype}")
+
+
+def _same_weights(got: Mapping[str, Any], want: Mapping[str, Any]) -> str | None:
+    """What differs between two weight dicts (names and order, shapes, dtypes, values), or
+    None."""
+    if list(got) != list(want):
+        return "holds other weights' names"
+    for name, array in want.items():
+        a, b = got[name].numpy(), array.numpy() if isinstance(array, tvm.nd.NDArray) \
+            else np.asarray(array)
+        if a.shape != b.shape or a.dtype != b.dtype:
+            return f"gives {name} as {list(a.shape)} {a.dtype}, not {list(b.shape)} {b.dtype}"
+        if a.tobytes() != b.tobytes():
+            return f"gives other values of {name}"
+    return None
+
+
+def _verify_converted(entry: Path, folder: Path, loaded: Loaded) -> None:
+    """(:data:`VERIFY_ENV`) The entry just written, read back: the same module
+    (:func:`_same_module`) and the same weights as ``loaded``, or a mismatch."""
+    found = _read(entry, lambda data: _unpacked_entry(data, folder, say=False))
+    if found is None:
+        _mismatch(entry, "does not read back")
+        return
+    what = _same_module(found[0], loaded[0]) or _same_weights(found[1], loaded[1])
+    if what is not None:
+        _forget(entry)
+        _mismatch(entry, what)
+
+
+def _verify_prepared(entry: Path, prepared: tvm.IRModule) -> None:
+    """(:data:`VERIFY_ENV`) The prepared entry just written, read back: the same module as
+    ``prepared`` (:func:`_same_module`), or a mismatch."""
+    found = _read(entry, _decode_prepared)
+    if found is None:
+        _mismatch(entry, "does not read back")
+        return
+    what = _same_module(found[0], prepared)
+    if what is not None:
+        _forget(entry)
+        _mismatch(entry, what)
+
+
+def _same_module(got: tvm.IRModule, want: tvm.IRModule) -> str | None:
+    """What differs between two modules, or None: structural equality (types, attributes,
+    constants by shape, dtype and value; the module's attributes), then the names that
+    structural equality leaves out (spans, variables' names)."""
+    if not tvm.ir.structural_equal(got, want, map_free_vars=True):
+        return "reads back another module"
+    if _names(got) != _names(want):
+        return "reads back other names (spans or variables)"
+    return None
+
+
+def _names(mod: tvm.IRModule) -> list[tuple[str, str, str]]:
+    """Each node of each function (calls, constants, variables...) by kind, span name and (for
+    a variable) name, in TVM's post order: what a plan's nodes and inputs, the weights and the
+    exported Relay text are named by."""
+    names: list[tuple[str, str, str]] = []
+
+    def visit(node: object) -> None:
+        span = getattr(node, "span", None)
+        names.append((type(node).__name__, str(span.source_name.name) if span is not None
+                      else "", str(node.name_hint) if isinstance(node, relay.Var) else ""))
+
+    for var in sorted(mod.get_global_vars(), key=lambda v: v.name_hint):
+        names.append(("GlobalVar", "", var.name_hint))
+        if isinstance(mod[var], relay.Function):
+            relay.analysis.post_order_visit(mod[var], visit)
+    return names
+
+
+def _forget(entry: Path) -> None:
+    with contextlib.suppress(OSError):
+        entry.unlink()
 
 
 def _unpack(data: bytes, magic: bytes, form: int) -> tuple[dict[str, Any], memoryview,
@@ -488,6 +666,13 @@ def _unpack(data: bytes, magic: bytes, form: int) -> tuple[dict[str, Any], memor
 
 
 def _decode(data: bytes, folder: Path, say: bool = True) -> Loaded:
+    """A converted entry's module and weights, for use (:func:`_unpacked_entry`)."""
+    return _unpacked_entry(data, folder, say)
+
+
+def _unpacked_entry(data: bytes, folder: Path, say: bool) -> Loaded:
+    """A converted entry's module and weights from its bytes, checked whole; its conversion's
+    warnings said again when ``say``."""
     header, module, weights = _unpack(data, MAGIC, CACHE_FORMAT)
     for name, digest in header["reads"].items():
         if not _plain_file_inside(folder, folder / name) or file_digest(folder / name) != digest:
@@ -495,7 +680,10 @@ def _decode(data: bytes, folder: Path, say: bool = True) -> Loaded:
     mod = tvm.ir.load_json(bytes(module).decode("utf-8"))
     if not isinstance(mod, tvm.IRModule):
         raise _Stale("not a module")
-    loaded = relay.transform.InferType()(mod), _params(header["params"], weights)
+    params = _params(header["params"], weights)
+    if "main" in [g.name_hint for g in mod.get_global_vars()]:
+        _check_types(mod["main"].params, params)
+    loaded = relay.transform.InferType()(mod), params
     if say:
         _say_again([str(m) for m in header.get("warnings", [])])
     return loaded
