@@ -117,16 +117,16 @@ def entries(root: Path, kind: str) -> int:
 @pytest.fixture
 def preparations(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """One item per preparation run (not taken from the prepared cache) in this process."""
-    from partition_lab import api
+    from partition_lab.relay import adapter
 
     run: list[int] = []
-    real = api.prepare
+    real = adapter.prepare
 
     def counting(*args: object, **kwargs: object) -> object:
         run.append(1)
         return real(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(api, "prepare", counting)
+    monkeypatch.setattr(adapter, "prepare", counting)
     return run
 
 

@@ -275,16 +275,16 @@ def conv_bn_onnx(path: Path, variance: float = 9.8e7) -> Path:
 @pytest.fixture
 def preparations(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, ...]]:
     """The preparations run (not taken from the cache): their steps, in order."""
-    from partition_lab import api
+    from partition_lab.relay import adapter
 
     run: list[tuple[str, ...]] = []
-    real = api.prepare
+    real = adapter.prepare
 
     def counting(mod: tvm.IRModule, steps, *args: object) -> tvm.IRModule:
         run.append(tuple(steps))
         return real(mod, steps, *args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(api, "prepare", counting)
+    monkeypatch.setattr(adapter, "prepare", counting)
     return run
 
 
