@@ -215,7 +215,7 @@ def test_profile_loads_torchvision_builds_by_name() -> None:
     # profile() resolves model arguments itself (it also takes bundles): tv: names work there
     # as in viz/partition/compare, and a malformed one says the expected form.
     from partition_lab.errors import ProfileError
-    from partition_lab.profiling.profile import _load
+    from partition_lab.profiling.inputs import _load
 
     mod, params = _load("tv:resnet50:small", None, None)
     calls = calls_in_order(mod["main"])

@@ -86,7 +86,10 @@ With --choose: "choice": {"candidates": [{"plan", "predicted_s", "sigma_s", "mea
 "runner", "reason", "elapsed_s"}.
 Where a constant overflows the dtype a device computes in (a BatchNorm variance past float16
 on tensorcore): "numeric_hazards": [{"op", "name", "value", "dtype", "device", "kept_fp32",
-"node": int | null}] (--option keep_fp32_on_overflow=true keeps those ops in float32).
+"node": int | null, "remedy" (a Relax module: what to do instead)}] (--option
+keep_fp32_on_overflow=true keeps those ops in float32).
+Where the cost model states its uncertainty: "total_sigma_s" in "cost" (1 sigma of total_s,
+the same compare shows for this plan).
 Nodes are in id order (a topological order). Older plan/1 files (one accelerator + the host,
 one verdict per node) still load. JSON Schemas of this file and of compare --json ship in the
 package: partition_lab/schemas/plan.schema.json (partition_lab.schemas.load_schema).
