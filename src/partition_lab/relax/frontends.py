@@ -83,6 +83,9 @@ def from_onnx(model: Any, shapes: Shapes | None = None, *,
                                   keep_params_in_input=False)
         except tvm.error.OpNotImplemented as exc:
             raise UnsupportedOperatorError(str(exc).strip().splitlines()[-1]) from exc
+    # Every node's result is bound (see _named_calls), so the function's output is an alias of
+    # the last one, which ToMixedPrecision would cast to float16 and back: bind it as the output.
+    mod = relax.transform.CanonicalizeBindings()(mod)
     return mod.with_attr("partition_lab.name", name) if name else mod
 
 
@@ -233,22 +236,33 @@ def _named_calls() -> Iterator[None]:
             if op_name == "Clip":
                 clipped = _clip_op(inputs, attrs, opset)
                 if clipped is not None:
-                    return self.bb.normalize(clipped)
-            return original(self, op_name, inputs, attrs, opset)
+                    return _bound(self.bb, self.bb.normalize(clipped))
+            return _bound(self.bb, original(self, op_name, inputs, attrs, opset))
         finally:
             current.pop()
+
+    def _bound(bb: Any, result: Any) -> Any:
+        # A converter returns its last call unbound (normalized, not emitted): the next node
+        # would find it among its operands, and normalizing a call whose operands are unbound
+        # calls binds them and rebuilds the call without its span (a BatchNormalization or a
+        # Gemm's matmul after a Conv or a Flatten lost its name so). Bound here, with its name,
+        # every node's result is a variable.
+        if isinstance(result, relax.Call):
+            return original_emit(bb, result)
+        return result
 
     # Every call a conversion builds passes through emit or normalize (the importer normalizes
     # the expression a converter returns, binding the calls nested in it).
     def emit(self: Any, expr: Any, name_hint: str = "") -> Any:
         if current:
-            expr = _with_span(expr, *current[-1])
+            expr = _with_span(expr, *current[-1], lambda e: original_emit(self, e))
         return original_emit(self, expr, name_hint)
 
     def normalize(self: Any, expr: Any) -> Any:
         if not current:
             return original_normalize(self, expr)
-        result = original_normalize(self, _with_span(expr, *current[-1]))
+        result = original_normalize(
+            self, _with_span(expr, *current[-1], lambda e: original_emit(self, e)))
         # Normalizing binds the nested calls and rebuilds the outer one without its span: name
         # the rebuilt call again (its arguments are variables now, so it stays as it is).
         if isinstance(result, tvm.ir.Call) and not _has_name(result):
@@ -328,20 +342,41 @@ def _clip_op(inputs: Any, attrs: dict, opset: int) -> Any:
     return relax.op.clip(data, low, high)  # as TVM's PyTorch importer writes ReLU6
 
 
-def _with_span(expr: Any, span: Any, stop: list[Any]) -> Any:
+def _with_span(expr: Any, span: Any, stop: list[Any], bind: Any = None,
+               memo: list[tuple[Any, Any]] | None = None) -> Any:
     """``expr`` with ``span`` on every call the node built (not on its operands, ``stop``,
-    which belong to the nodes that made them)."""
+    which belong to the nodes that made them).
+
+    With ``bind`` (the block builder's own emit), a call nested in another call is bound first,
+    innermost first, each once (``memo``): TVM's normalizer, binding a nested call itself,
+    rebuilds the call around it without its span (a Gemm's matmul of a transposed weight, or a
+    BatchNormalization whose three outputs each held a copy of the call, lost their names so).
+    """
     if any(expr.same_as(s) for s in stop):
         return expr
+    memo = [] if memo is None else memo
+
+    def operand(arg: Any) -> Any:  # what a call or tuple item reads: a variable where bound
+        named = _with_span(arg, span, stop, bind, memo)
+        if bind is None or not isinstance(named, tvm.ir.Call) or \
+                any(arg.same_as(s) for s in stop):  # another node's: bound where it was made
+            return named
+        for original, var in memo:
+            if original.same_as(arg):
+                return var
+        var = bind(named)
+        memo.append((arg, var))
+        return var
+
     if isinstance(expr, tvm.ir.Call):
         if _has_name(expr):  # named already (an earlier emit, or another node's call)
             return expr
-        args = [_with_span(a, span, stop) for a in expr.args]
-        return relax.Call(expr.op, args, expr.attrs, expr.ty_args, span)
+        return relax.Call(expr.op, [operand(a) for a in expr.args], expr.attrs, expr.ty_args,
+                          span)
     if isinstance(expr, relax.Tuple):
-        return relax.Tuple([_with_span(f, span, stop) for f in expr.fields])
+        return relax.Tuple([operand(f) for f in expr.fields])
     if isinstance(expr, relax.TupleGetItem):  # batch_norm's converter returns its item 0
-        return relax.TupleGetItem(_with_span(expr.tuple_value, span, stop), expr.index)
+        return relax.TupleGetItem(operand(expr.tuple_value), expr.index)
     return expr
 
 
