@@ -20,6 +20,7 @@ import tvm
 from tvm import relax
 
 from ..core.hazards import NumericHazard
+from ..core.names import carried_names
 from ..core.platform import PREPARE_STEPS
 from ..errors import ArgumentError, PartitionLabError, TargetSpecError
 from .graph import _span_name, is_tensor_constant
@@ -101,11 +102,56 @@ def prepare(mod: tvm.IRModule, steps: Sequence[str]) -> tvm.IRModule:
         passes += [RELAX_PASSES[step](), relax.transform.FoldConstant()]
     with tvm.transform.PassContext(opt_level=3):
         try:
-            return tvm.transform.Sequential(passes)(mod)
+            for one in passes:
+                mod = names_kept(mod, one(mod))
+            return mod
         except (RuntimeError, ValueError, TypeError) as exc:  # TVM errors are RuntimeErrors
             first = (str(exc).strip().splitlines() or [""])[-1]
             raise PartitionLabError(f"preparing the Relax module ({', '.join(steps) or 'folding'})"
                                     f" failed in TVM: {first}") from exc
+
+
+def names_kept(before: tvm.IRModule, after: tvm.IRModule) -> tvm.IRModule:
+    """``after`` (``before`` through one pass) with the source names put back on the calls the
+    pass rebuilt without their span (:func:`~partition_lab.core.names.carried_names`)."""
+    calls = [(place, op, name) for place, (op, name) in _calls(after)]
+    found = carried_names([call for _, call in _calls(before)],
+                          [(op, name) for _, op, name in calls])
+    fixes = {calls[index][0]: name for index, name in found.items()}
+    return _with_names(after, fixes) if fixes else after
+
+
+def _calls(mod: tvm.IRModule) -> list[tuple[tuple[int, int], tuple[str, str | None]]]:
+    """``((block, binding), (relax op, source name))`` of every op call in ``main``."""
+    return [((b, i), (str(binding.value.op.name), _span_name(binding.value)))
+            for b, block in enumerate(mod["main"].body.blocks)
+            for i, binding in enumerate(block.bindings)
+            if isinstance(binding.value, tvm.ir.Call) and isinstance(binding.value.op, tvm.ir.Op)]
+
+
+def _with_names(mod: tvm.IRModule, names: Mapping[tuple[int, int], str]) -> tvm.IRModule:
+    """``mod`` with ``main``'s call at (block, binding) given the source name ``names`` holds."""
+    func = mod["main"]
+    blocks = []
+    for b, block in enumerate(func.body.blocks):
+        bindings = []
+        for i, binding in enumerate(block.bindings):
+            name = names.get((b, i))
+            if name is not None:
+                value = binding.value
+                span = tvm.ir.Span(tvm.ir.SourceName(name), 0, 0, 0, 0)
+                call = relax.Call(value.op, value.args, value.attrs, value.ty_args, span)
+                relax.expr._update_type(call, value.ty)
+                binding = relax.VarBinding(binding.var, call, binding.span)
+            bindings.append(binding)
+        blocks.append(type(block)(bindings, block.span))
+    body = relax.SeqExpr(blocks, func.body.body, func.body.span)
+    relax.expr._update_type(body, func.body.ty)
+    named = relax.Function(func.params, body, func.ret_ty, func.is_pure, func.attrs, func.span)
+    mod = mod.clone() if hasattr(mod, "clone") else tvm.IRModule(dict(mod.functions.items()),
+                                                                  attrs=mod.attrs)
+    mod["main"] = named
+    return mod
 
 
 # ---------------------------------------------------------------------------- numeric hazards

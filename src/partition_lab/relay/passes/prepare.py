@@ -1,8 +1,9 @@
 """Relay preparation steps a target asks for before its support is checked.
 
 Targets name the steps (``TargetSpec.prepare_steps()``, names from ``core.platform.PREPARE_STEPS``);
-this module runs them. Each step keeps
-the source-name spans, so exclusions by node name still work after it.
+this module runs them. Each step keeps the source-name spans, so exclusions by node name still
+work after it: TVM's ConvertLayout rebuilds the calls it converts (a BatchNorm, a split, a bias
+add it turns into ``add``) without their spans, and :func:`names_kept` puts them back.
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ import tvm
 from tvm import relay
 
 from ...core.hazards import NumericHazard
+from ...core.names import carried_names
 from ...core.platform import PREPARE_STEPS
 from ...errors import TargetSpecError
-from ..frontends._spans import calls_in_order, span_name
+from ..frontends._spans import calls_in_order, make_span, span_name
 from .fold import fold_constant_calls
 
 
@@ -60,7 +62,8 @@ def prepare(mod: tvm.IRModule, steps: Sequence[str], hazards: list[NumericHazard
     if passes:
         names = _named_large_constants(mod, steps)
         with tvm.transform.PassContext(opt_level=3):
-            mod = tvm.transform.Sequential(passes)(mod)
+            # One Sequential: ConvertLayout run on its own leaves a bias add in NCHW.
+            mod = names_kept(mod, tvm.transform.Sequential(passes)(mod))
         mod = fold_constant_calls(mod, found, keep_fp32, names)
     if hazards is not None:
         hazards.extend(found)
@@ -88,3 +91,38 @@ def _named_large_constants(mod: tvm.IRModule, steps: Sequence[str]) -> dict[tupl
                 if big.size:
                     names.setdefault((call.op.name, float(big.max())), name)
     return names
+
+
+def names_kept(before: tvm.IRModule, after: tvm.IRModule) -> tvm.IRModule:
+    """``after`` (``before`` through one pass) with the source names put back on the calls the
+    pass rebuilt without their span (:func:`~partition_lab.core.names.carried_names`)."""
+    calls = [c for c in calls_in_order(after["main"].body) if isinstance(c.op, tvm.ir.Op)]
+    found = carried_names(
+        [(c.op.name, span_name(c)) for c in calls_in_order(before["main"].body)
+         if isinstance(c.op, tvm.ir.Op)],
+        [(c.op.name, span_name(c)) for c in calls])
+    if not found:
+        return after
+    names = {calls[index]: name for index, name in found.items()}
+    func = after["main"]
+    body = _Renamer(names).visit(func.body)
+    named = relay.Function(func.params, body, func.ret_type, func.type_params, func.attrs)
+    fixed = tvm.IRModule(dict(after.functions.items()), dict(after.type_definitions.items()),
+                         attrs=after.attrs)
+    fixed["main"] = named
+    return relay.transform.InferType()(fixed)
+
+
+class _Renamer(relay.ExprMutator):
+    """Rebuilds the calls of ``names`` (by identity) with a span carrying their name."""
+
+    def __init__(self, names: dict[relay.Call, str]) -> None:
+        super().__init__()
+        self.names = names
+
+    def visit_call(self, call: relay.Call) -> relay.Expr:
+        new = super().visit_call(call)
+        name = self.names.get(call)
+        if name is None:
+            return new
+        return relay.Call(new.op, new.args, new.attrs, new.type_args, make_span(name))
