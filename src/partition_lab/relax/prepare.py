@@ -8,6 +8,11 @@ folds; as on Relay, each op left using such a constant is recorded as a
 :class:`~partition_lab.core.hazards.NumericHazard` (:func:`overflow_hazards`). Relax's
 ToMixedPrecision keeps ``nn.batch_norm`` in float32 (its policy), so a BatchNorm variance past
 float16 is no hazard here, while Relay's casts it.
+
+The passes rebuild the calls they change without their spans; :func:`names_kept` puts the
+source names back after each one, so that a node excluded by name stays excluded after
+preparation. Ops TVM 0.27 gives no layout inference or mixed-precision policy get the ones
+Relay's passes apply to them (:data:`_MISSING_LAYOUTS`, :data:`_MISSING_POLICIES`).
 """
 
 from __future__ import annotations
@@ -45,11 +50,25 @@ _FOLLOW = 1
 _MISSING_POLICIES = {"relax.clip": _FOLLOW}
 
 
+#: Ops TVM 0.27 registers no layout inference for, with an op whose inference fits them:
+#: without one, ConvertLayout keeps the op in NCHW and transposes around it, where Relay's
+#: follows the layout (``relax.clip``: MobileNet's ReLU6 and hard-swish, two transposes each).
+_MISSING_LAYOUTS = {"relax.clip": "relax.nn.relu"}  # elementwise on its one tensor
+
+
 def _register_missing_policies() -> None:
     for name, policy in _MISSING_POLICIES.items():
         op = tvm.ir.Op.get(name)
         if op.get_attr("TMixedPrecisionPolicy") is None:  # a TVM that has one keeps its own
             tvm.ir.register_op_attr(name, "TMixedPrecisionPolicy", policy)
+
+
+def _register_missing_layouts() -> None:
+    for name, like in _MISSING_LAYOUTS.items():
+        op = tvm.ir.Op.get(name)
+        if op.get_attr("FRelaxInferLayout") is None:  # a TVM that has one keeps its own
+            tvm.ir.register_op_attr(name, "FRelaxInferLayout",
+                                    tvm.ir.Op.get(like).get_attr("FRelaxInferLayout"))
 
 
 def bind_params(mod: tvm.IRModule, params: Mapping[str, Any] | None = None) -> tvm.IRModule:
@@ -97,6 +116,8 @@ def prepare(mod: tvm.IRModule, steps: Sequence[str]) -> tvm.IRModule:
                                   f"{', '.join(PREPARE_STEPS)}")
     if "mixed_precision:float16" in steps:
         _register_missing_policies()
+    if "convert_layout:NHWC" in steps:
+        _register_missing_layouts()
     passes = [relax.transform.Normalize(), relax.transform.FoldConstant()]
     for step in steps:
         passes += [RELAX_PASSES[step](), relax.transform.FoldConstant()]
