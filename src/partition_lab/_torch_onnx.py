@@ -27,6 +27,7 @@ import onnx
 
 from ._optional import MissingDependencyError, torch_fix
 from ._text import first_line
+from .core.provenance import ONNX_METADATA_KEY, torch_onnx_exporter
 from .errors import InputShapeError, ModelFormatError
 from .targets.annotate import first_call_name
 
@@ -75,6 +76,10 @@ def exported_program_to_onnx(program: Any, input_names: Sequence[str] | None,
     The exporter's own optimizer is left off: it folds each BatchNorm into the Conv before it and
     names the result after the BatchNorm, so ``layer1.0.conv1`` would disappear. Constant folding
     alone removes the shape arithmetic of the unfolded export; constants become initializers.
+    The model's ``metadata_props["partition_lab.exporter"]`` says so (``torch.onnx (dynamo,
+    opset 18, optimizer off; torch 2.5.1)``): the loaders record it on ``main`` and plans show
+    it (:mod:`partition_lab.core.provenance`), since ``torch.onnx.export``'s defaults give the
+    same module fewer ops under other names.
     """
     import onnx_ir
     import onnx_ir.passes.common
@@ -99,6 +104,11 @@ def exported_program_to_onnx(program: Any, input_names: Sequence[str] | None,
                                                           size_limit=0)(program_ir)
     model = onnx_ir.to_proto(program_ir)
     name_nodes_by_module(model)
+    # Which exporter wrote the graph, kept in the file (the zoo caches it) and, once loaded, on
+    # main and in the plan: the exporter's own optimizer would give other ops and names.
+    written = model.metadata_props.add()
+    written.key = ONNX_METADATA_KEY
+    written.value = torch_onnx_exporter(TORCH_ONNX_OPSET, torch.__version__, optimized=False)
     return model
 
 

@@ -128,14 +128,18 @@ class OpGraph:
         graph_inputs: Mapping[str, tuple[TensorType, Sequence[int]]],
         outputs: Sequence[tuple[int, int]],
         name: str = "",
+        exporter: str = "",
     ) -> None:
         """Build from nodes (ids must be ``0..n-1`` in topological order) and edges.
 
         ``edges`` are ``(producer, output_index, consumer)``; ``graph_inputs`` maps an input
         name to its type and consumer ids; ``outputs`` lists the ``(node, output_index)`` pairs
-        that form the graph's result.
+        that form the graph's result. ``name`` is the model's name; ``exporter`` says what wrote
+        the graph it was read from (``torch.onnx (dynamo, opset 18, optimizer off; torch
+        2.5.1)``, :mod:`.provenance`), "" where unknown.
         """
         self.name = name
+        self.exporter = exporter
         self.nodes: tuple[OpNode, ...] = tuple(nodes)
         for i, node in enumerate(self.nodes):
             if node.id != i:

@@ -319,6 +319,8 @@ class PartitionPlan:
         return {
             "schema": PLAN_SCHEMA,
             "graph": self.graph.name,
+            # Only where the loader knows what wrote the graph, so that other plans read as before.
+            **({"exporter": self.graph.exporter} if getattr(self.graph, "exporter", "") else {}),
             "target": self.platform_name,
             "strategy": self.strategy,
             "devices": [
@@ -366,9 +368,11 @@ class PartitionPlan:
         """A few lines for a terminal: regions per device, and the host ops with reasons."""
         counts = self.ops_per_device()
         per_device = ", ".join(f"{c} on {name}" for name, c in counts.items())
+        exporter = getattr(self.graph, "exporter", "")
         lines = [
             f"{self.graph.name or 'graph'} on {self.platform_name} ({self.strategy}): "
-            f"{self.regions_text()}; ops: {per_device}",
+            f"{self.regions_text()}; ops: {per_device}"
+            + (f"; graph from {exporter}" if exporter else ""),
         ]
         for region in self.accelerator_regions:
             ops = _op_histogram(self.graph[n].op for n in region.nodes)

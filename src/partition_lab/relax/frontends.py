@@ -25,6 +25,7 @@ import tvm
 from tvm import relax
 
 from .._audience import shape_name, shapes_option
+from ..core.provenance import EXPORTER_ATTR, exporter_of, printable
 from ..errors import (
     InputShapeError,
     ModelFormatError,
@@ -61,9 +62,12 @@ def load_model(source: Any, shapes: Shapes | None = None, *,
     if type(source).__name__ == "ModelProto":
         return from_onnx(source, shapes, dtypes=dtypes, name=source.graph.name), {}
     if type(source).__name__ == "ExportedProgram":
+        import torch
         from tvm.relax.frontend.torch import from_exported_program
 
-        return from_exported_program(source, keep_params_as_input=False), {}
+        mod = from_exported_program(source, keep_params_as_input=False)
+        return _with_exporter(mod, f"torch.export (torch {torch.__version__}; no ONNX: "
+                                   "tvm.relax.frontend.torch.from_exported_program)"), {}
     raise ModelFormatError(f"cannot load a {type(source).__name__} with the Relax loader: give "
                            "an .onnx path, an onnx.ModelProto or a torch.export.ExportedProgram")
 
@@ -86,7 +90,19 @@ def from_onnx(model: Any, shapes: Shapes | None = None, *,
     # Every node's result is bound (see _named_calls), so the function's output is an alias of
     # the last one, which ToMixedPrecision would cast to float16 and back: bind it as the output.
     mod = relax.transform.CanonicalizeBindings()(mod)
+    mod = _with_exporter(mod, exporter_of(model))
     return mod.with_attr("partition_lab.name", name) if name else mod
+
+
+def _with_exporter(mod: tvm.IRModule, exporter: str) -> tvm.IRModule:
+    """``mod`` with what wrote its graph on ``main`` (:mod:`partition_lab.core.provenance`), which
+    the preparation passes keep and the plan shows."""
+    if not exporter:
+        return mod
+    mod = mod.clone() if hasattr(mod, "clone") else tvm.IRModule(dict(mod.functions.items()),
+                                                                  attrs=mod.attrs)
+    mod["main"] = mod["main"].with_attr(EXPORTER_ATTR, printable(exporter))
+    return mod
 
 
 def _check_shapes(model: Any, shapes: Shapes) -> None:

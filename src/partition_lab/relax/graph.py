@@ -23,6 +23,7 @@ from tvm import relax
 from .._audience import is_command_line, shapes_hint
 from ..core.graph import OpGraph, OpNode, TensorType
 from ..core.ops import estimate_flops
+from ..core.provenance import recorded_exporter
 from ..errors import PartitionLabError, SymbolicShapeError
 from .op_map import Operand, RelayView, relay_view
 
@@ -218,7 +219,8 @@ class _Reader:
             nodes.append(OpNode(id=i, name=names[i], **proto))
         outputs = [ref for ref, _ in self.refs(body.body) if ref is not None and ref[0] != "input"]
         inputs = {n: (self.input_types[n], self.input_users[n]) for n in self.input_types}
-        graph = OpGraph(nodes, self.edges, inputs, outputs, self.name)
+        graph = OpGraph(nodes, self.edges, inputs, outputs, self.name,
+                        recorded_exporter(self.func))
         return RelaxGraph(graph, self.mod, self.func, self.bindings, views, self.node_of_var,
                           self.glue)
 

@@ -25,6 +25,7 @@ from tvm import relay
 from .._audience import shapes_hint
 from ..core.graph import OpGraph, OpNode, TensorType
 from ..core.ops import estimate_flops
+from ..core.provenance import recorded_exporter
 from ..errors import InputShapeError, PartitionLabError
 
 TensorRef = tuple[int, int]  # (node id, output index)
@@ -143,7 +144,8 @@ class _Builder:
         graph_outputs = [ref for ref, _ in self._refs(self.func.body, outputs)
                          if ref is not None and ref[0] != "input"]
         graph_inputs = {n: (self.input_types[n], self.input_users[n]) for n in self.input_types}
-        graph = OpGraph(nodes, self.edges, graph_inputs, graph_outputs, self.name)
+        graph = OpGraph(nodes, self.edges, graph_inputs, graph_outputs, self.name,
+                        recorded_exporter(self.func))
         parts = [CallParts(*p) for p in zip(self.ops, self.call_args, self.call_attrs,
                                              self.call_spans, strict=True)]
         return RelayGraph(graph, self.func, self.calls, self.input_vars, parts, self.node_of)

@@ -13,6 +13,7 @@ from tvm import relay
 from ..._audience import shape_name, shapes_hint, shapes_option
 from ..._io import check_regular_file
 from ..._text import MAX_QUOTED, first_line  # noqa: F401 - first_line: the frontends import it here
+from ...core.provenance import EXPORTER_ATTR
 from ...errors import InputShapeError, ModelFormatError, ModelNotFoundError
 
 Shape = tuple[int, ...]
@@ -127,9 +128,13 @@ def require_shapes(
     return {name: checked_shape(name, given[name]) for name in names}
 
 
-def finish_module(mod: tvm.IRModule) -> tvm.IRModule:
-    """Run type inference so that every call has its checked type."""
-    return relay.transform.InferType()(mod)
+def finish_module(mod: tvm.IRModule, exporter: str = "") -> tvm.IRModule:
+    """Run type inference so that every call has its checked type; ``exporter`` (what wrote the
+    graph, :func:`~partition_lab.core.provenance.exporter_of`) is recorded on ``main``."""
+    mod = relay.transform.InferType()(mod)
+    if exporter:
+        mod["main"] = mod["main"].with_attr(EXPORTER_ATTR, exporter)
+    return mod
 
 
 def _is_positive_int(value: object) -> bool:

@@ -27,6 +27,7 @@ from tvm.relay.frontend import onnx as onnx_frontend
 from ..._audience import shapes_hint
 from ..._io import check_regular_file
 from ..._stages import stage
+from ...core.provenance import exporter_of
 from ...errors import InputShapeError, ModelFormatError, UnsafeModelError, UnsupportedOperatorError
 from ._cache import note_read
 from ._common import DeclaredDim, Shape, finish_module, resolve_declared_shapes
@@ -82,7 +83,7 @@ def load_onnx_model(model: onnx.ModelProto, label: str,
                       stacklevel=3)
     used = {param.name_hint for param in mod["main"].params}
     params = {name: tvm.nd.array(array) for name, array in weights.items() if name in used}
-    return finish_module(mod), params
+    return finish_module(mod, exporter_of(model)), params
 
 
 def _convert(
