@@ -105,19 +105,28 @@ def _priced(*sides: Sequence[Mapping[str, Any]]) -> bool:
     return any(op["reason"].startswith(priced) for ops in sides for op in ops)
 
 
-def detail(relay: Sequence[Mapping[str, Any]], relax: Sequence[Mapping[str, Any]]) -> str:
-    """One line saying how the node's two plans differ."""
+def detail(relay: Sequence[Mapping[str, Any]], relax: Sequence[Mapping[str, Any]],
+           types: bool = False) -> str:
+    """One line saying how the node's two plans differ: each side's ops by device and reason
+    (with their output types where ``types``)."""
     def side(ops: Sequence[Mapping[str, Any]]) -> str:
         if not ops:
             return "no op"
-        parts = [f"{op['op']} {op['type']} on {op['device']} ({_short(op['reason'])})"
-                 for op in ops]
-        counted: dict[str, int] = {}
-        for part in parts:
-            counted[part] = counted.get(part, 0) + 1
-        return ", ".join(p if n == 1 else f"{n}x {p}" for p, n in counted.items())
+        groups: dict[tuple[str, str], list[str]] = {}
+        for op in ops:
+            label = f"{op['op']} {op['type']}" if types else op["op"]
+            groups.setdefault((op["device"], op["reason"]), []).append(label)
+        return "; ".join(f"{_counted(labels)} on {device} ({_short(reason)})"
+                         for (device, reason), labels in groups.items())
 
-    return f"Relay: {side(relay)}; Relax: {side(relax)}"
+    return f"Relay: {side(relay)} | Relax: {side(relax)}"
+
+
+def _counted(labels: Sequence[str]) -> str:
+    counts: dict[str, int] = {}
+    for label in labels:
+        counts[label] = counts.get(label, 0) + 1
+    return ", ".join(label if n == 1 else f"{n}x {label}" for label, n in counts.items())
 
 
 def _short(reason: str) -> str:
@@ -134,25 +143,30 @@ def compare_model(model: str, platform: str, onnx_nodes: Iterable[tuple[str, str
     ``named`` are the nodes some plan of the model names (on any platform, either side; default:
     these two plans'): a node in none has no op anywhere (a Shape, a Constant, an Identity) and
     is not counted. Returns ``nodes`` (the counted ones), ``agree`` (same devices and reasons),
+    ``same_devices`` (same devices, whatever the reasons),
     ``other_ops`` (agreeing nodes whose ops or their types differ: an importer or preparation
     difference that moved nothing) and ``differences`` (one dict per differing node: model, platform, node, ONNX op
     type, class, detail)."""
     counted = set(relay) | set(relax) if named is None else set(named)
     differences = []
-    count = agree = other_ops = 0
+    count = agree = other_ops = same_devices = 0
     for name, op_type in onnx_nodes:
         if name not in counted:
             continue
         count += 1
         mine, theirs = relay.get(name, ()), relax.get(name, ())
+        same_devices += bool(mine and theirs) and \
+            summary(mine)["devices"] == summary(theirs)["devices"]
         if mine and theirs and summary(mine) == summary(theirs):
             agree += 1
             other_ops += _types(mine) != _types(theirs)
             continue
+        cls = classify(mine, theirs, strategy)
         differences.append({"model": model, "platform": platform, "node": name,
-                            "onnx_op": op_type, "class": classify(mine, theirs, strategy),
-                            "detail": detail(mine, theirs)})
-    return {"nodes": count, "agree": agree, "other_ops": other_ops, "differences": differences}
+                            "onnx_op": op_type, "class": cls,
+                            "detail": detail(mine, theirs, types=cls == "preparation")})
+    return {"nodes": count, "agree": agree, "other_ops": other_ops, "same_devices": same_devices,
+            "differences": differences}
 
 
 def _types(ops: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
