@@ -136,7 +136,7 @@ def _torchvision_onnx(name: str, defaults: bool = False) -> Any:
     """torchvision's ``name`` (seeded, 10 classes) exported at 1x3x64x64 as ``load_model`` would
     export the module (module-path node names), or, with ``defaults``, by ``torch.onnx.export``
     with its defaults (the exporter's optimizer on)."""
-    from partition_lab.relay.frontends._torch import module_to_onnx, quiet_torch, require_torch
+    from partition_lab._torch_onnx import module_to_onnx, quiet_torch, require_torch
 
     torch = require_torch("exporting torchvision models")
     import torchvision
@@ -396,11 +396,12 @@ def commands(out: Path, models: list[str] | None, strategy: str,
             command_line("report", out, picked + written)]
 
 
-def run_all(out: Path, models: list[str] | None, strategy: str, markdown: Path | None) -> None:
+def run_all(out: Path, models: list[str] | None, strategy: str, markdown: Path | None,
+            relay_python: Path, relax_python: Path) -> None:
     """Every step, each in its venv through a subprocess, then the report."""
     env = {**os.environ, "TOPHUB_LOCATION": "NONE", "PYTHONPATH": str(ROOT / "src")}
-    for step, python in (("export", RELAY_PYTHON), ("relay", RELAY_PYTHON),
-                         ("relax", RELAX_PYTHON)):
+    for step, python in (("export", relay_python), ("relay", relay_python),
+                         ("relax", relax_python)):
         args = [str(python), str(Path(__file__).resolve()), step, "--out", str(out)]
         if models:
             args += ["--models", ",".join(models)]
@@ -425,6 +426,10 @@ def main() -> None:
     parser.add_argument("--markdown", type=Path,
                         help="report and all: write the report into this Markdown file, "
                              "between its markers")
+    parser.add_argument("--relay-python", type=Path, default=RELAY_PYTHON,
+                        help="all: the Relay venv's python (default: .venv/bin/python)")
+    parser.add_argument("--relax-python", type=Path, default=RELAX_PYTHON,
+                        help="all: the Relax venv's python (default: .venv-relax/bin/python)")
     args = parser.parse_args()
     models = [m for m in args.models.split(",") if m] or None
     out = args.out.resolve()
@@ -436,7 +441,7 @@ def main() -> None:
         report(out, args.markdown, commands(out, models, args.strategy, args.markdown),
                args.strategy)
     else:
-        run_all(out, models, args.strategy, args.markdown)
+        run_all(out, models, args.strategy, args.markdown, args.relay_python, args.relax_python)
 
 
 if __name__ == "__main__":
