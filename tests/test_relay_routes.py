@@ -6,9 +6,11 @@ graph."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
+import jsonschema
 import onnx
 import pytest
 
@@ -16,6 +18,7 @@ import partition_lab
 from partition_lab.core.names import carried_names
 from partition_lab.core.provenance import exporter_of, printable
 from partition_lab.errors import PartitionLabError
+from partition_lab.schemas import load_schema
 
 RELAX_TESTS = Path(__file__).resolve().parent / "relax"
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "routes.md"
@@ -65,6 +68,25 @@ def test_carried_names(before, after, found):
     assert carried_names(before, after) == found
 
 
+def test_names_are_put_back_on_a_chain_deeper_than_pythons_stack():
+    """The Relay rebuild runs bottom-up without recursion (an ExprMutator overflowed)."""
+    import tvm
+    from tvm import relay
+
+    from partition_lab.relay.frontends._spans import calls_in_order, make_span, span_name
+    from partition_lab.relay.passes.prepare import names_kept
+
+    x = relay.var("x", shape=(1, 4))
+    named, plain = x, x
+    for i in range(3000):
+        named = relay.Call(relay.op.get("nn.relu"), [named], None, None, make_span(f"r{i}"))
+        plain = relay.nn.relu(plain)
+    before, after = (relay.transform.InferType()(tvm.IRModule.from_expr(relay.Function([x], e)))
+                     for e in (named, plain))
+    calls = calls_in_order(names_kept(before, after)["main"].body)
+    assert [span_name(c) for c in calls] == [f"r{i}" for i in range(3000)]
+
+
 @pytest.mark.parametrize(("name", "node"), [("resblock", "bn1"), ("branches", "split"),
                                             ("convnet", "conv1")])
 def test_names_survive_preparation(name, node, tmp_path):
@@ -98,6 +120,10 @@ def test_an_onnx_file_says_who_wrote_it(tmp_path):
     mod, params = partition_lab.load_model(str(path))
     result = partition_lab.partition(mod, "neuron", params=params, strategy="greedy")
     assert result.to_dict()["exporter"] == "ONNX file by pytorch 2.5.1 (opset 17)"
+    plan = json.loads(result.to_json())
+    jsonschema.Draft202012Validator(load_schema("plan")).validate(plan)
+    with pytest.raises(jsonschema.ValidationError):  # the schema knows the key
+        jsonschema.Draft202012Validator(load_schema("plan")).validate({**plan, "exporter": 3})
     assert result.plan.summary().splitlines()[0].endswith(
         "; graph from ONNX file by pytorch 2.5.1 (opset 17)")
     tensorcore = partition_lab.partition(mod, "tensorcore", params=params, strategy="greedy")

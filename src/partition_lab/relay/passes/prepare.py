@@ -103,9 +103,10 @@ def names_kept(before: tvm.IRModule, after: tvm.IRModule) -> tvm.IRModule:
         [(c.op.name, span_name(c)) for c in calls])
     if not found:
         return after
-    names = {calls[index]: name for index, name in found.items()}
+    body = _renamed(after["main"].body, {calls[index]: name for index, name in found.items()})
+    if body is None:
+        return after
     func = after["main"]
-    body = _Renamer(names).visit(func.body)
     named = relay.Function(func.params, body, func.ret_type, func.type_params, func.attrs)
     fixed = tvm.IRModule(dict(after.functions.items()), dict(after.type_definitions.items()),
                          attrs=after.attrs)
@@ -113,16 +114,31 @@ def names_kept(before: tvm.IRModule, after: tvm.IRModule) -> tvm.IRModule:
     return relay.transform.InferType()(fixed)
 
 
-class _Renamer(relay.ExprMutator):
-    """Rebuilds the calls of ``names`` (by identity) with a span carrying their name."""
+def _renamed(body: relay.Expr, names: dict[relay.Call, str]) -> relay.Expr | None:
+    """``body`` with the calls of ``names`` (by identity) rebuilt with a span carrying their
+    name, and the expressions above them rebuilt on them; None for a body of other than calls,
+    tuples, variables and constants (control flow, local functions), left as it is.
 
-    def __init__(self, names: dict[relay.Call, str]) -> None:
-        super().__init__()
-        self.names = names
-
-    def visit_call(self, call: relay.Call) -> relay.Expr:
-        new = super().visit_call(call)
-        name = self.names.get(call)
-        if name is None:
-            return new
-        return relay.Call(new.op, new.args, new.attrs, new.type_args, make_span(name))
+    Bottom-up over TVM's post-order visit, without recursion: a chain of thousands of calls is
+    as deep as Python's stack allows (Relay's ExprMutator recurses per call)."""
+    order: list[relay.Expr] = []
+    relay.analysis.post_order_visit(body, order.append)
+    memo: dict[relay.Expr, relay.Expr] = {}
+    for expr in order:
+        if isinstance(expr, relay.Call):
+            args = [memo.get(a, a) for a in expr.args]
+            name = names.get(expr)
+            if name is not None or any(n is not a for n, a in zip(args, expr.args, strict=True)):
+                span = make_span(name) if name is not None else expr.span
+                memo[expr] = relay.Call(expr.op, args, expr.attrs, expr.type_args, span)
+        elif isinstance(expr, relay.Tuple):
+            fields = [memo.get(f, f) for f in expr.fields]
+            if any(n is not f for n, f in zip(fields, expr.fields, strict=True)):
+                memo[expr] = relay.Tuple(fields, expr.span)
+        elif isinstance(expr, relay.TupleGetItem):
+            value = memo.get(expr.tuple_value, expr.tuple_value)
+            if value is not expr.tuple_value:
+                memo[expr] = relay.TupleGetItem(value, expr.index)
+        elif not isinstance(expr, (relay.Var, relay.Constant, tvm.ir.Op)):
+            return None
+    return memo.get(body, body)
