@@ -64,6 +64,7 @@ from route_diff import (  # noqa: E402  (one definition for the bench and the te
     known_differences,
     node_records,
     unexplained,
+    unseen,
 )
 
 DEFAULT_OUT = ROOT / "out" / "routes"
@@ -244,9 +245,10 @@ def report(out: Path, markdown: Path | None, commands: list[str],
                                   for side, data in zip(SIDES, sides, strict=True)}
             row["op_counts"] = _op_count_differences(*sides)
             rows.append(row)
+    found = [d for row in rows for d in row.get("differences", [])]
     summary = {"commands": commands, "strategy": strategy, "rows": rows,
-               "unexplained": [d for row in rows for d in unexplained(row.get("differences", []),
-                                                                      known)]}
+               "unexplained": unexplained(found, known),
+               "unseen": unseen(known, found, sorted({row["model"] for row in rows}))}
     (out / f"report{'' if strategy == 'greedy' else '-' + strategy}.json").write_text(
         json.dumps(summary, indent=1) + "\n")
     text = markdown_report(summary)
@@ -353,6 +355,9 @@ def markdown_report(summary: Mapping[str, Any]) -> str:
     for d in missing[:20]:
         lines.append(f"- `{d['model']}` {d['platform']} `{d['node']}` ({d['class']}): "
                      f"{_clipped(d['detail'])}")
+    gone = summary["unseen"]
+    lines.append(f"Listed differences of these models no longer seen: "
+                 f"{', '.join(f'`{g}`' for g in gone) or 'none'}.")
     return "\n".join(lines) + "\n"
 
 
