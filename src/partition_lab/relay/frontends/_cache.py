@@ -92,9 +92,9 @@ from ._cache_checks import (  # noqa: F401 - VERIFY_ENV and the two Mismatch typ
     versions,
 )
 
-CACHE_FORMAT = 3  # 2: the conversion's warnings kept and said again; 3: 0-d weights stay 0-d
+CACHE_FORMAT = 4  # 2: warnings said again; 3: 0-d weights stay 0-d; 4: the exporter on main
 """Bump when what an entry holds, or how a conversion turns out, changes."""
-PREPARED_FORMAT = 2  # 2: 0-d constants stay 0-d (1 stored them as [1]), spans, module attrs
+PREPARED_FORMAT = 3  # 2: 0-d constants stay 0-d, spans, module attrs; 3: names kept through steps
 """Bump when a prepared entry's content, or how preparation turns out, changes."""
 MAGIC = b"partition_lab converted model\n"
 PREPARED_MAGIC = b"partition_lab prepared model\n"
