@@ -2,7 +2,7 @@
 
 This module sits outside the ``partition_lab`` package on purpose. Importing the package and
 its command line takes a few tenths of a second (networkx, numpy), and a Ctrl-C in that time
-used to end in Python's traceback, because the command's own handler
+would end in Python's traceback, because the command's own handler
 (:mod:`partition_lab._signals`) is installed only once :func:`partition_lab.cli.main` runs.
 This module imports nothing that the interpreter has not loaded already, so its handler is in
 place about 10 ms after the process starts, before the package starts to load; an interrupt

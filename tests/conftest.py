@@ -39,8 +39,8 @@ os.environ.setdefault("TOPHUB_LOCATION", "NONE")  # TVM builds would otherwise t
 os.environ.setdefault("TVM_NUM_THREADS", "1")
 # Every model-cache entry a test writes is read back and compared with what was computed, and
 # an entry that reads back otherwise fails the test (CacheMismatchError) rather than being
-# dropped and rebuilt with a warning, as it is for users (issue 34: a warm run's plan must be
-# a cold run's).
+# dropped and rebuilt with a warning, as it is for users (a warm run's plan must be a cold
+# run's).
 os.environ.setdefault("PARTITION_LAB_VERIFY_CACHE", "1")
 
 REQUIRE_MXNET = os.environ.get("PARTITION_LAB_REQUIRE_MXNET") == "1"

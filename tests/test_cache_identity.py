@@ -1,10 +1,10 @@
-"""Issue 34: a cache can only make things faster. The plan a user gets is the same, byte for
+"""A cache can only make things faster. The plan a user gets is the same, byte for
 byte, from a cold run (an empty ``PARTITION_LAB_CACHE``), a warm run (the same folder, a second
 time: the converted and prepared modules read back) and ``--no-model-cache``, on every built-in
-platform (``tensorcore``, ``neuron``, ``neuron@2020``, ``cpu``). Before the fix a warm
-``hf:bert_base`` had its scalar weights as ``[1]`` instead of ``[]`` (24 of 191 plan nodes of
-``:small`` differed; 20.6 ms cold against 11.4 ms warm at full size on tensorcore), and the
-Relay text written beside the plan had lost the constants' names.
+platform (``tensorcore``, ``neuron``, ``neuron@2020``, ``cpu``). The failure this guards
+against: a warm ``hf:bert_base`` with its scalar weights as ``[1]`` instead of ``[]`` (24 of
+191 plan nodes of ``:small`` differ; 20.6 ms cold against 11.4 ms warm at full size on
+tensorcore), and Relay text written beside the plan without the constants' names.
 
 Each case runs the command line in-process (``cli.main``: the route of ``partition-lab
 partition``, the prepared module taken without the converted one on a hit), compares the plan

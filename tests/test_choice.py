@@ -1,4 +1,4 @@
-"""Measured final choice (issue 23, ``partition_lab.choice``): propose, time in turns, decide.
+"""Measured final choice (``partition_lab.choice``): propose, time in turns, decide.
 
 The rule and the failure path are checked with timers that return chosen numbers (no device);
 one test times real plans with the PyTorch executor on this CPU through the CLI.

@@ -72,7 +72,7 @@ def test_every_help_exits_0_with_examples(command, capsys):
 
 @pytest.mark.parametrize("command", ["viz", "partition", "compare", "profile"])
 def test_the_model_help_states_the_trust_model(command, capsys):
-    """Issue 21: --help says a model file is data, and which .pt2 files are refused."""
+    """--help says a model file is data, and which .pt2 files are refused."""
     out = " ".join(run([command, "--help"], capsys)[1].split())
     assert "loading runs no code from it" in out
     assert "a .pt2 with pickles or compiled code is refused" in out

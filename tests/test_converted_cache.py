@@ -1,4 +1,4 @@
-"""Issue 24, item 4: the converted-model cache. A second load of the same file skips the
+"""The converted-model cache. A second load of the same file skips the
 conversion; any change of the file (or a file it reads), the shapes, the options or the
 versions converts again; an entry that is cut short or garbled is rebuilt, never trusted."""
 
@@ -329,8 +329,9 @@ def _constants(mod: tvm.IRModule) -> list[np.ndarray]:
 
 
 def test_a_6000_op_chain_is_stored_without_python_recursion(tmp_path: Path) -> None:
-    """Issue 21: lifting the constants was a recursive ExprMutator, so a partition of a chain of
-    5,000 ops or more ended in RecursionError when it stored the prepared module."""
+    """Lifting the constants visits the module without Python recursion: a recursive
+    ExprMutator ends in RecursionError on a chain of 5,000 ops or more when it stores the
+    prepared module."""
     from tvm import relay
 
     x = relay.var("x", shape=(1, 4), dtype="float32")
@@ -493,7 +494,7 @@ def test_a_tv_model_on_the_command_line_is_partitioned_without_reading_its_modul
     assert (tmp_path / "second.json").read_text() == first and "mobilenet_v2" in first
 
 
-# ---------------------------------------------- issue 34: a warm run returns what a cold computes
+# ----------------------------------------------------- a warm run returns what a cold computes
 def scalar_onnx(path: Path) -> Path:
     """``data * 0.5 + 1`` (``my_mul``, ``my_add``): two 0-d constants (ONNX float initializers
     this small are frozen into the module; so is a Constant node)."""
@@ -547,9 +548,9 @@ def test_a_0d_weight_comes_back_0d(tmp_path: Path) -> None:
 
 def test_0d_constants_come_back_0d_and_named(
         tmp_path: Path, preparations: list[tuple[str, ...]]) -> None:
-    """The prepared entry lifts constants out as raw bytes: a warm run's scalar constants were
-    [1], priced otherwise than the cold run's [] (hf:bert_base's 24 of 191 nodes), and had lost
-    their spans (the Relay text written beside the plan differed)."""
+    """The prepared entry lifts constants out as raw bytes: otherwise a warm run's scalar
+    constants would be [1], priced otherwise than the cold run's [] (hf:bert_base's 24 of 191
+    nodes), and would lose their spans (the Relay text written beside the plan would differ)."""
     path = scalar_onnx(tmp_path / "m.onnx")
     cold = partition_cli(path, tmp_path / "cold.json", "neuron")
     warm = partition_cli(path, tmp_path / "warm.json", "neuron")  # the prepared entry
@@ -564,7 +565,7 @@ def test_0d_constants_come_back_0d_and_named(
 
 
 def _old_raw(array: tvm.nd.NDArray) -> np.ndarray:
-    return np.ascontiguousarray(array.numpy())  # issue 34's bug: 0-d stored as [1]
+    return np.ascontiguousarray(array.numpy())  # the bug to catch: 0-d stored as [1]
 
 
 def test_an_entry_that_would_change_the_plan_fails_the_tests(

@@ -170,7 +170,7 @@ def _constant_bytes(mod: tvm.IRModule) -> int:
 
 @pytest.mark.parametrize("target", ["neuron", "tensorcore"])
 def test_the_export_holds_each_weight_once(target: str, tmp_path: Path) -> None:
-    """Issue 24: the export's weights are the prepared module's, once each, and no more than
+    """The export's weights are the prepared module's, once each, and no more than
     the model's (float16 on tensorcore: half); the file is their base64 (Relay text's metadata
     section) and the program text, nothing besides."""
     data = relay.var("data", shape=(1, 16, 16, 16))

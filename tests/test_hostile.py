@@ -3,7 +3,7 @@ through the CLI in-process, and must end with exit status 2, exactly one stderr 
 what is wrong in the user's terms, and the working directory exactly as it was (no file
 created, changed or left behind; the inputs included).
 
-The classes of issue 12: outputs that would replace an input or cannot be written (data
+The classes: outputs that would replace an input or cannot be written (data
 loss); invalid ONNX and model files (silent misloads); target files with mistakes or unsafe
 message templates; drawings too large to lay out (unbounded work); plans from files that do
 not fit their graph or their rules; messages in the CLI's terms (bad shapes, options). Most
@@ -852,7 +852,7 @@ class Stall:
     # in a loop, not one long one: a signal that arrives after the mark but before the sleep
     # has begun runs its handler only when the sleep returns (Python checks for signals
     # between bytecodes, and a C call's sleep starts without a check), so one time.sleep(60)
-    # held the interrupt back for a minute now and then.
+    # would hold the interrupt back for a minute now and then.
     def find_spec(self, name, path=None, target=None):
         if name == {module!r}:
             sys.meta_path.remove(self)

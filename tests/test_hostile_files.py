@@ -1,4 +1,4 @@
-"""Hostile data files (issue 21): poisoned profile caches, hardware profiles and platform files.
+"""Hostile data files: poisoned profile caches, hardware profiles and platform files.
 
 Every numeric field of each format gets NaN, infinity, a negative number or a denormal where
 those make no sense, and every structural field the wrong type. Through the command line each
@@ -356,10 +356,10 @@ def _bundle_device(data: dict, index: int) -> dict:
     return data["platform"]["devices"][index]
 
 
-# (edit of the decoded bundle, what the one error line must name). Before these were checked, a
-# NaN, infinite or negative FLOP count or shape was profiled and written into the profile cache,
-# which every later read then refused; "false" was read as true and a host named gpu renamed; a
-# dtype the package does not know (float7) was accepted and priced at 4 bytes an element.
+# (edit of the decoded bundle, what the one error line must name). Unchecked, a NaN,
+# infinite or negative FLOP count or shape would be profiled and written into the profile cache,
+# which every later read would refuse; "false" would read as true and a host named gpu be
+# renamed; a dtype the package does not know (float7) would be priced at 4 bytes an element.
 BUNDLE_CASES: dict[str, tuple[Callable[[dict], None], str]] = {
     **{f"flops-{label}": (lambda d, v=value: _bundle_node(d).update(flops=v),
                           "graph.nodes[0].flops must be a number in [0, 1e+18]")

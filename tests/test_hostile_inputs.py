@@ -1,4 +1,4 @@
-"""Hostile model inputs, round 2 (issue 21): files that would run code, read outside their
+"""Hostile model inputs: files that would run code, read outside their
 folder, rewrite the export through their names, block, or blow up in memory.
 
 Each CLI case is built here (no shipped binaries) and must end with exit status 2, exactly one

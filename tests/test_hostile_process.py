@@ -1,4 +1,4 @@
-"""Hostile conditions around the process, not its inputs (issue 21): signals while ``dot``
+"""Hostile conditions around the process, not its inputs: signals while ``dot``
 runs or outputs are renamed, staging files that a killed run left, a full disk, threads that
 share stderr, and graphs too large to draw.
 
@@ -195,7 +195,7 @@ def test_sigint_during_the_renames_reports_what_was_replaced(tmp_path, monkeypat
 def test_a_signal_before_the_renames_keeps_the_old_files(tmp_path, monkeypatch, capsys, sig,
                                                          code, line):
     """Both outputs staged, none renamed: the old files stay and no staging file is left
-    (SIGTERM as Ctrl-C; it used to leave ``.plan.json.*.tmp`` behind)."""
+    (SIGTERM as Ctrl-C, which must not leave ``.plan.json.*.tmp`` behind either)."""
     from partition_lab import _io
 
     real = _io._write_all
@@ -345,8 +345,8 @@ def _relu_chain(path: Path, n: int) -> Path:
 
 def test_an_expanded_drawing_over_the_node_budget_is_refused_before_dot(tmp_path, capsys,
                                                                         monkeypatch):
-    """One region of 2,001 ops: the region budget let it through, and ``dot`` ran out of
-    memory on such drawings. Now refused before any graphviz program runs."""
+    """One region of 2,001 ops: the region budget lets it through, and ``dot`` runs out of
+    memory on such drawings, so it is refused before any graphviz program runs."""
     from partition_lab.render import graphviz as render_graphviz
 
     def no_graphviz(*args, **kwargs):
@@ -384,8 +384,8 @@ def test_the_render_budget_counts_drawn_nodes():
 # ---------------------------------------------------------------------------- environment
 @pytest.mark.parametrize("value", ["", "  "], ids=["empty", "blank"])
 def test_an_empty_cache_variable_means_unset_everywhere(monkeypatch, tmp_path, value):
-    """``PARTITION_LAB_CACHE=""`` used to mean the home cache for zoo builds and the current
-    folder for profiles."""
+    """``PARTITION_LAB_CACHE=""`` means unset for zoo builds and profiles alike: the home
+    cache for both, not the current folder for profiles."""
     from partition_lab import zoo
     from partition_lab.profiling.cache import default_cache_path
 

@@ -1,4 +1,4 @@
-"""The interactive HTML view (``viz -o plan.html``, issue 24): one self-contained file, names
+"""The interactive HTML view (``viz -o plan.html``): one self-contained file, names
 that cannot escape into markup, the data the side panel shows, no render budget, a layout that
 stays fast at 5,000 ops; and, in headless Chromium (skipped where it is absent), a page that
 loads without console errors, a search that finds an op, and a click that shows its reason.

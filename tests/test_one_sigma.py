@@ -1,10 +1,9 @@
-"""One uncertainty per plan (issue 34, part 5): on the README tour's model ``compare`` said
+"""One uncertainty per plan: every report quotes one sigma per plan and question:
+``total_sigma_s`` for how long a plan takes, ``gain_sigma_s`` for whether it beats greedy's (the
+sigma ``cost`` and ``optimal`` test); "best" is the plan ``cost`` takes, with the reason when
+that is not the lowest total. Otherwise, on the README tour's model, ``compare`` could say
 "best: all_cpu" and, two lines down, that ``cost`` kept greedy's plan because all_cpu's gain was
 within an uncertainty three times what its own table showed for greedy's plan.
-
-Now every report quotes one sigma per plan and question: ``total_sigma_s`` for how long a plan
-takes, ``gain_sigma_s`` for whether it beats greedy's (the sigma ``cost`` and ``optimal``
-test); "best" is the plan ``cost`` takes, with the reason when that is not the lowest total.
 The model here is that tour model's behaviour in 10 ops (mobilenet_v3_small takes minutes to
 export and convert).
 """

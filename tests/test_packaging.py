@@ -1,4 +1,4 @@
-"""Packaging (issue 14): MXNet is an extra, the core runs without it, pins per Python.
+"""Packaging: MXNet is an extra, the core runs without it, pins per Python.
 
 The metadata tests read ``setup.cfg`` and evaluate its environment markers for each supported
 Python. The MXNet tests run the package in a subprocess where ``mxnet`` and ``gluoncv`` cannot be

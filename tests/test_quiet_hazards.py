@@ -1,4 +1,4 @@
-"""Issue 24, item 3: the Python API is quiet (TVM's C++ warnings, the exporters' loggers and
+"""The Python API is quiet (TVM's C++ warnings, the exporters' loggers and
 numpy's overflow warning stay off stderr unless ``debug=True``), and a constant that
 overflows float16 on tensorcore is named with its op, value and device."""
 
@@ -176,7 +176,7 @@ def test_keep_fp32_on_overflow_is_a_checked_tensorcore_option() -> None:
 
 def test_overlapping_quiet_blocks_put_the_loggers_levels_back() -> None:
     """Two threads' blocks that overlap without nesting (A in, B in, A out, B out) leave every
-    held logger at the level it had; each block restoring by itself left them at ERROR."""
+    held logger at the level it had; each block restoring by itself would leave them at ERROR."""
     from partition_lab._tvm_logs import EXPORT_LOGGERS, TVM_LOGGERS, _tvm_loggers_at
 
     loggers = [logging.getLogger(name) for name in TVM_LOGGERS + EXPORT_LOGGERS]

@@ -1,4 +1,4 @@
-"""Routes explained (issue 34), the Relay side: ``tests/relax/relay_plans.json`` is what this Relay
+"""Routes explained, the Relay side: ``tests/relax/relay_plans.json`` is what this Relay
 stack plans now (the Relax tests compare their plans with it per ONNX node,
 ``tests/relax/test_routes.py``); every difference the project accepts is explained in
 ``docs/routes.md``; preparation keeps every node's name; a plan says which exporter wrote its

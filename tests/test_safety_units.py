@@ -1,4 +1,4 @@
-"""Unit tests of the pieces behind issue 12's guarantees: outputs written as one unit, the
+"""Unit tests of the pieces behind the safety guarantees: outputs written as one unit, the
 Ctrl-C handler, the zoo cache's content hashes, restricted message templates, plan checks on
 load and the render budget."""
 

@@ -597,7 +597,7 @@ def test_missing_input_is_reported() -> None:
 
 
 # ---------------------------------------------------------------------------- kernels added for
-# the evaluation models (issue 11): detectors' post-processing, attention glue, and nn.lrn
+# the evaluation models: detectors' post-processing, attention glue, and nn.lrn
 def _boxes(rng: np.random.Generator, count: int = 40) -> np.ndarray:
     """(1, count, 6) rows [class id, score, x1, y1, x2, y2]: boxes in clusters that overlap,
     three classes, ids of -1 and scores under the threshold among them, one exact score tie."""
@@ -813,8 +813,8 @@ def _models_and_frontends() -> list[tuple[str, str]]:
 
     from partition_lab import zoo
 
-    # The transformer suite of issue 20 too (its LayerNorms brought variance and cast_like,
-    # which had no kernel); the Hugging Face builds where transformers is installed.
+    # The transformer suite too (its LayerNorms bring variance and cast_like, which need
+    # kernels of their own); the Hugging Face builds where transformers is installed.
     suite = [name for name in zoo.torchvision_names() if name.split(":")[1] in (
         "vit_b_16", "swin_t", "convnext_tiny", "efficientnet_b0", "deeplabv3_mobilenet_v3_large",
         "ssdlite320_mobilenet_v3_large")]

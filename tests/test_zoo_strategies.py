@@ -1,5 +1,5 @@
 """Every strategy on every full-size zoo model, both accelerator targets, and the report stories
-told with the Inferentia1 profile (issue 4)."""
+told with the Inferentia1 profile."""
 
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
-"""The zoo's transformer and CNN suite (issue 20): ViT-B/16, Swin-T, ConvNeXt-T, EfficientNet-B0,
+"""The zoo's transformer and CNN suite: ViT-B/16, Swin-T, ConvNeXt-T, EfficientNet-B0,
 DeepLabV3-MobileNetV3 (torchvision) and BERT-base, DistilBERT (Hugging Face ``transformers``).
 
 Small variants only. Oracles: the architectures' op counts, the module's own output (PyTorch),
 the unpartitioned module built by TVM (numerics region by region, llvm), and the patterns' units
-(a host op inside a LayerNorm, GELU, softmax or attention unit is what issue 20 is about).
+(a host op inside a LayerNorm, GELU, softmax or attention unit is what the patterns exist to prevent).
 ``hf:`` tests skip where ``transformers`` is missing, as the torch tests skip without torch.
 """
 
@@ -39,7 +39,7 @@ except MissingDependencyError as problem:
 needs_transformers = pytest.mark.skipif(bool(HF_PROBLEM), reason=HF_PROBLEM)
 
 PLATFORMS = ("neuron", "neuron@2020", "tensorcore")
-#: Ops of the patterns issue 20 is about: none may be left on neuron's host by a decomposition.
+#: Ops of the patterns: none may be left on neuron's host by a decomposition.
 PATTERN_PIECES = {"layer_norm", "gelu", "softmax", "attention", "cast_scale"}
 RTOL, ATOL = 1e-4, 1e-5
 

@@ -11,9 +11,9 @@ operators have not been tuned"): they are held to errors for the duration.
 
 Descriptor 2 belongs to the whole process, so the capture does too: the first block to enter
 (in any thread) redirects it, later and concurrent ones join, and the last to leave puts it
-back. Each block that leaves writes back the lines captured so far. Before, each block saved
-and restored descriptor 2 by itself, and two threads loading models at once could leave it
-pointing into a deleted temporary file: every later stderr line was lost.
+back. Each block that leaves writes back the lines captured so far. If each block saved and
+restored descriptor 2 by itself, two threads loading models at once could leave it pointing
+into a deleted temporary file, and every later stderr line would be lost.
 """
 
 from __future__ import annotations
@@ -69,9 +69,9 @@ def tvm_logs_shown(shown: bool = True) -> Iterator[None]:
 
 
 #: The one hold on the loggers' levels: how many blocks are inside, and the levels to put back.
-#: Like the capture of descriptor 2 it is process-wide: when each block saved and restored the
-#: levels by itself, two threads whose blocks overlapped (A enters, B enters, A leaves, B
-#: leaves) left the loggers at ERROR for good, and every later warning of theirs was lost.
+#: Like the capture of descriptor 2 it is process-wide: if each block saved and restored the
+#: levels by itself, two threads whose blocks overlap (A enters, B enters, A leaves, B leaves)
+#: would leave the loggers at ERROR for good, and every later warning of theirs would be lost.
 _levels_lock = threading.Lock()
 _levels: dict[str, Any] = {"depth": 0, "saved": []}
 

@@ -1,4 +1,4 @@
-"""Measured final choice: the cost model proposes a few plans, the device decides (issue 23).
+"""Measured final choice: the cost model proposes a few plans, the device decides.
 
 The cost model ranks plans well but its error is as large as many of the gains it predicts
 (``strategies/robust.py``), so the last step is taken by timing: :func:`propose` keeps greedy's

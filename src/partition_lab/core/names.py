@@ -24,7 +24,7 @@ def carried_names(before: Sequence[Call], after: Sequence[Call],
     """``{index in after: source name}`` for the unnamed calls of ``after`` that a pass rebuilt
     from named calls of ``before`` (both in program order).
 
-    Per op, the names no longer on any call of that op went to its unnamed calls, in order,
+    Per op, the names no longer on any call of that op go to its unnamed calls, in order,
     where there are exactly as many of each: a pass keeps the order of the calls it rebuilds,
     and where it also inserts calls of that op (layout transposes, casts), the counts differ
     and nothing is guessed. Then the names of an op that has no call left go, the same way, to

@@ -1,10 +1,10 @@
 """Checks for a plan read from a file: its shape against the schema and the graph, and its
 verdicts against the ones the platform computes again.
 
-A plan in a file is data someone may have edited. :meth:`PartitionPlan.from_dict` used to
-trust it: a missing key raised a bare ``KeyError``, reordered regions made ``region_of`` answer
-with the wrong region, and an op moved onto an accelerator passed ``validate()`` as long as
-its stored verdict was flipped to ``supported`` too. Here the file is checked key by key
+A plan in a file is data someone may have edited. :meth:`PartitionPlan.from_dict` alone would
+trust it: a missing key would raise a bare ``KeyError``, reordered regions would make
+``region_of`` answer with the wrong region, and an op moved onto an accelerator would pass
+``validate()`` as long as its stored verdict was flipped to ``supported`` too. Here the file is checked key by key
 (:func:`check_plan_data`), the built plan against its invariants (``PartitionPlan.validate``),
 and every stored "supported" against the platform's own rules (:func:`check_verdicts`).
 """

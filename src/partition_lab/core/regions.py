@@ -406,8 +406,8 @@ def _has_cycle(graph: OpGraph, root: Sequence[int]) -> bool:
 
     Kahn's algorithm over the distinct edges between regions (a few per region): what is left
     after peeling off the regions without incoming edges is a cycle. (scipy.sparse.csgraph's
-    strongly connected components did the same in C, but importing it took 0.2 s of every
-    command.)
+    strongly connected components would do the same in C, but importing it takes 0.2 s of
+    every command.)
     """
     us, vs = _edges(graph)
     if len(us) == 0:

@@ -11,8 +11,8 @@ measured again replaces the old curve of that link; overheads are updated key by
 platform's bindings are replaced. :meth:`ProfileCache.save` merges into what is on disk under a
 lock and replaces the file atomically, so profilers writing one cache at once lose nothing.
 
-Why these checks are written out rather than validated with ``jsonschema`` at load (issue 24
-asked; the JSON Schema ships, ``partition_lab/schemas/profile_cache.schema.json``, and the tests
+Why these checks are written out rather than validated with ``jsonschema`` at load (the
+JSON Schema ships, ``partition_lab/schemas/profile_cache.schema.json``, and the tests
 hold what we write to it): a schema error names the failed keyword (``'median_s' is not of type
 'number'``) and stops there, while these say what was found, what is expected and the fix
 (:data:`FIX`) in one line that ``tests/test_hostile_files.py`` asserts. Some checks are beyond a

@@ -1,6 +1,6 @@
 """Build a partition plan with TVM: one library per region, a manifest, a small driver.
 
-Issue 22, part 3 ("one build per device and a small driver"). Every region of a plan becomes a
+One build per device and a small driver: every region of a plan becomes a
 Relax module of its own (``main(inputs..., weights...) -> (outputs...)``) compiled by
 ``tvm.compile`` for its device's target: regions on GPU devices (``tensorcore``'s Tensor Core
 and CUDA-core regions; ``neuron``'s regions, the GPU standing in for the accelerator) for

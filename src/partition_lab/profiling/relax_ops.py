@@ -1,4 +1,4 @@
-"""Op signatures built by TVM, for a profile of TVM's own kernels (issue 22, item 4).
+"""Op signatures built by TVM, for a profile of TVM's own kernels.
 
 Every distinct op signature a platform's devices may run (every op on every device that supports
 it, :func:`~partition_lab.profiling.profile.signatures_per_device`; and each pattern unit that a

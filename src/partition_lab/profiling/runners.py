@@ -320,8 +320,8 @@ class TorchRunner(Runner):
 
         A slot is the time from an op's mark to the next one: inside an eagerly launched
         graph it is the larger of the op's kernel and the host's time to issue it, the cost
-        an op timed alone back to back does not show (issue 11: ops timed alone under-predicted
-        whole graphs by about 1.6x). The marks themselves cost time: slots are scaled so that
+        an op timed alone back to back does not show (ops timed alone under-predict whole
+        graphs by about 1.6x). The marks themselves cost time: slots are scaled so that
         they add up to the plain run less what lies outside the ops (``outside_s``: the input
         and output copies as the executor makes them, and its start and finish). Fewer runs
         (at least 3) once ``max_seconds`` (default the runner's ``graph_s``) have passed, and

@@ -1,4 +1,4 @@
-"""Timings of TVM-built kernels -> a profile cache (issue 22, item 4). Needs no TVM.
+"""Timings of TVM-built kernels -> a profile cache. Needs no TVM.
 
 :mod:`partition_lab.profiling.relax_ops` builds every op signature of some models' platforms with
 TVM (``manifest.json``, format ``partition_lab.tvm_ops/1``); ``bench/gpu/tvm_ops.py time`` times

@@ -5,8 +5,9 @@
 * :mod:`.relay_graph`: a Relay module -> the core :class:`~partition_lab.core.graph.OpGraph`;
 * :mod:`.passes`: prepare (layout, precision), annotate (support per device), outline (plan ->
   partitioned Relay), and TVM's own partitioning chain as a reference for tests and benchmarks;
-* :mod:`.runtime`, :mod:`.measure`: region-by-region execution and per-op timing with TVM's llvm
-  backend (the stand-in for accelerator compilers here).
+* :mod:`.runtime`: region-by-region execution with TVM's llvm backend (the stand-in for
+  accelerator compilers here); per-op timing with TVM is
+  :mod:`partition_lab.profiling.tvm_runners`.
 
 Importing this package does not import TVM; its modules do.
 """

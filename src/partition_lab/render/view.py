@@ -75,7 +75,7 @@ def device_colours(platform: Platform) -> dict[str, tuple[str, str]]:
     """(line, fill) colours of every device of a platform, distinct between devices.
 
     The host is grey (its ops are drawn dashed). A BYOC device of a built-in family (neuron,
-    tensorcore) keeps the family's colours, so one-accelerator pictures look as they always did;
+    tensorcore) keeps the family's colours, the same in every picture of that family;
     any other device takes its platform colour (``Device.colour``) with a light fill of the same
     hue, or, without one, a stable hash of its name. A colour already taken by a more preferred
     device is replaced by the hash colour, so each device has its own.

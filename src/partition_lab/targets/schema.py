@@ -4,8 +4,8 @@ Every problem in a target file raises :class:`~partition_lab.errors.TargetSpecEr
 place (``npu.toml: rules[1].multiples``), what was found and what is expected, so a user can fix
 the file without reading our code.
 
-Why these checks are written out rather than validated with ``jsonschema`` at load (issue 24
-asked): target files are TOML written by hand, and what their writer needs is the place, what
+Why these checks are written out rather than validated with ``jsonschema`` at load: target
+files are TOML written by hand, and what their writer needs is the place, what
 was found, what is expected and a did-you-mean for op and attribute names, in one line that
 ``tests/test_hostile_files.py`` asserts; a schema error names the failed keyword instead
 (``'multiples' is not of type 'array'``). And most checks are beyond a schema: Relay op and

@@ -108,7 +108,7 @@ def names() -> list[str]:
 
 
 def evaluation_names() -> list[str]:
-    """Names of the evaluation models (issue 11): gluoncv models, not written here."""
+    """Names of the evaluation models: gluoncv models, not written here."""
     return [name for name, zoo_entry in ENTRIES.items() if zoo_entry.evaluation]
 
 

@@ -12,7 +12,8 @@ GLUONCV = "gluoncv model_zoo"
 WRITTEN_HERE = "written here"
 REPORT_001 = "field report 001 (Inferentia / neuron-cc)"
 REPORT_000 = "field report 000 (TVM Tensor Core conv2d)"
-ISSUE_11 = "issue 11: evaluation model, not written here"
+#: How an evaluation model's story starts: plans are checked on code nobody here wrote.
+EVALUATION_MODEL = "evaluation model, not written here"
 FRONTENDS = ("mxnet", "onnx")
 #: The packages that build a model, by its ``built_with``.
 NEEDS = {"mxnet": ("mxnet", "gluoncv"), "torch": ("torch", "torchvision", "onnxscript"),
@@ -21,7 +22,7 @@ NEEDS = {"mxnet": ("mxnet", "gluoncv"), "torch": ("torch", "torchvision", "onnxs
 
 @dataclass(frozen=True)
 class ZooEntry:
-    """One zoo model: shapes, provenance, and which field report or issue it illustrates.
+    """One zoo model: shapes, provenance, and which field report or case it illustrates.
 
     ``input_shapes``/``dtype`` describe the full-size model and ``small_input_shapes`` the
     small variant (``small`` says how it is reduced) used by fast tests.
@@ -42,7 +43,7 @@ class ZooEntry:
     #: Op counts (both sizes) that hold through the MXNet frontend only: mxnet.onnx rewrites
     #: these ops (LayerNorm into its arithmetic, batch_dot into Transpose + MatMul).
     mxnet_only_ops: Mapping[str, int] = field(default_factory=dict)
-    #: An evaluation model (issue 11): plans are checked on it, the default test suite builds
+    #: An evaluation model: plans are checked on it, the default test suite builds
     #: only its small variant. :func:`partition_lab.zoo.names` lists the others.
     evaluation: bool = False
     #: The frontends that convert the model; ``frontend_note`` says why one is missing.
@@ -160,7 +161,7 @@ ENTRIES: dict[str, ZooEntry] = {
         ),
         ZooEntry(
             "densenet201", "DenseNet-201", _image(), "float32", GLUONCV,
-            "issue 2: stress test for region merging (TVM MergeCompilerRegions takes ~21 s)",
+            "stress test for region merging (TVM MergeCompilerRegions takes ~21 s)",
             "DenseNet with 16 initial features, growth 8, blocks (2, 2); 56x56 input, so that "
             "DenseNet's fixed 7x7 average pool sees a 7x7 map",
             _image(1, 56),
@@ -169,7 +170,7 @@ ENTRIES: dict[str, ZooEntry] = {
         ZooEntry(
             "bert_encoder", "one BERT-base encoder layer: hidden 768, 12 heads, FFN 3072, seq 128",
             {"data": (1, 128, 768)}, "float32", WRITTEN_HERE,
-            "issue 2: a transformer layer (LayerNorm, GELU, softmax, batch_dot) next to the CNNs",
+            "a transformer layer (LayerNorm, GELU, softmax, batch_dot) next to the CNNs",
             "one layer, hidden 64, 4 heads, FFN 128, seq 16", {"data": (1, 16, 64)},
             {"nn.batch_matmul": 2, "nn.dense": 6, "nn.softmax": 1, "erf": 1},
             {"nn.batch_matmul": 2, "nn.dense": 6, "nn.softmax": 1, "erf": 1},
@@ -178,7 +179,7 @@ ENTRIES: dict[str, ZooEntry] = {
     ]
 }
 
-#: Evaluation models (issue 11): gluoncv models nobody here wrote, random weights, no download.
+#: Evaluation models: gluoncv models nobody here wrote, random weights, no download.
 #: Full size they are built only by bench scripts; tests use the small variants.
 EVALUATION: dict[str, ZooEntry] = {
     entry.name: entry
@@ -186,7 +187,7 @@ EVALUATION: dict[str, ZooEntry] = {
         ZooEntry(
             "ssd_512_resnet50_v1_voc", "SSD 512 on ResNet-50 v1 (VOC), decoders and box_nms",
             _image(1, 512), "float32", GLUONCV,
-            f"{ISSUE_11}: a detector whose post-processing (box decoding, per-class scores, "
+            f"{EVALUATION_MODEL}: a detector whose post-processing (box decoding, per-class scores, "
             "non-maximum suppression) no accelerator table supports",
             "gluoncv's SSD block (anchors, predictors, decoders, box_nms) on a stem + two "
             "ResNet blocks + one expander stage, 3 anchor layers, 3 classes, 64x64 input",
@@ -201,7 +202,7 @@ EVALUATION: dict[str, ZooEntry] = {
         ZooEntry(
             "yolo3_darknet53_voc", "YOLOv3 on Darknet-53 (VOC), box decoding and box_nms",
             _image(1, 416), "float32", GLUONCV,
-            f"{ISSUE_11}: the report's tiny YOLO left NMS out; this one keeps it, with the "
+            f"{EVALUATION_MODEL}: the report's tiny YOLO left NMS out; this one keeps it, with the "
             "decoding (sigmoid, exp, anchor grids) and nearest upsampling written as repeat",
             "gluoncv's YOLOV3 block on a DarknetV3 with one residual block per stage (widths "
             "8..256), detection blocks of 32/16/8 channels, 3 classes, 64x64 input",
@@ -216,7 +217,7 @@ EVALUATION: dict[str, ZooEntry] = {
         ZooEntry(
             "center_net_resnet18_v1b_voc", "CenterNet on a deconvolution ResNet-18 v1b (VOC)",
             _image(1, 512), "float32", GLUONCV,
-            f"{ISSUE_11}: an anchor-free detector: three deconvolutions, then heatmap "
+            f"{EVALUATION_MODEL}: an anchor-free detector: three deconvolutions, then heatmap "
             "max-pool NMS, topk and gather_nd decoding (integer index arithmetic)",
             "gluoncv's CenterNet block and DeconvResnet head on a narrow ResNet (widths "
             "8..32), deconvolutions of 16 filters, 3 classes, topk 10, 64x64 input",
@@ -228,7 +229,7 @@ EVALUATION: dict[str, ZooEntry] = {
         ZooEntry(
             "deeplab_resnet50_ade", "DeepLabV3 on a dilated ResNet-50 (ADE20K), with aux head",
             _image(1, 480), "float32", GLUONCV,
-            f"{ISSUE_11}: a segmenter: ASPP's dilated convolutions, global-pool branch and "
+            f"{EVALUATION_MODEL}: a segmenter: ASPP's dilated convolutions, global-pool branch and "
             "three resizes",
             "two-stage ResNet with ASPP (gluoncv's dilated-conv and pooling branches, width 16), "
             "FCN aux head, 8 classes, 64x64 input",
@@ -240,7 +241,7 @@ EVALUATION: dict[str, ZooEntry] = {
             "alpha_pose_resnet101_v1b_coco",
             "AlphaPose: FastSE-ResNet-101 (squeeze-excitation) with DUC pixel-shuffle head",
             {"data": (1, 3, 320, 256)}, "float32", GLUONCV,
-            f"{ISSUE_11}: a pose model whose upsampling is reshape/transpose (pixel shuffle) "
+            f"{EVALUATION_MODEL}: a pose model whose upsampling is reshape/transpose (pixel shuffle) "
             "and whose SE blocks pool, dense and broadcast inside every stage",
             "gluoncv's AlphaPose block and DUC head on a FastSEResNet with one SE bottleneck per "
             "stage (planes 4..32), 64x64 input",
@@ -252,7 +253,7 @@ EVALUATION: dict[str, ZooEntry] = {
             "danet_resnet50_citys",
             "DANet on a dilated ResNet-50 (Cityscapes): position and channel self-attention",
             _image(1, 480), "float32", GLUONCV,
-            f"{ISSUE_11}: the transformer-like one: self-attention over all 3600 positions "
+            f"{EVALUATION_MODEL}: the transformer-like one: self-attention over all 3600 positions "
             "(batch_matmul + softmax) and over channels, on a CNN backbone",
             "two-stage ResNet with gluoncv's PAM and CAM modules and DANetHead's three outputs, "
             "8 classes, 64x64 input",
@@ -283,7 +284,7 @@ def _tv(name: str, counterpart: str, description: str, small: str,
 _TV_SMALL_RESNET = "torchvision ResNet with one Bottleneck per stage (widths 64..2048), 10 " \
     "classes, 64x64 input"
 
-#: torchvision builds of zoo models (issue 14): the zoo where MXNet does not install. Their
+#: torchvision builds of zoo models: the zoo where MXNet does not install. Their
 #: calls carry PyTorch module paths (``backbone.layer1.0.conv1``) as source names.
 TORCHVISION: dict[str, ZooEntry] = {
     entry.name: entry
@@ -314,7 +315,7 @@ TORCHVISION["tv:vit_b_16"] = ZooEntry(
     "tv:vit_b_16", "torchvision ViT-B/16 image classifier (a transformer: LayerNorm, multi-head "
     "attention, GELU)", {"data": (1, 3, 224, 224)}, "float32", TORCHVISION_SOURCE,
     "importers decompose its 25 LayerNorms, 12 attentions and 12 GELUs into primitive ops; "
-    "judged op by op, neuron kept 37 host islands (issue 20); judged as patterns, none",
+    "judged op by op, neuron would keep 37 host islands; judged as patterns, it keeps none",
     "32x32 input, patch 16, 2 layers of width 32, 2 heads, 10 classes",
     {"data": (1, 3, 32, 32)},
     {"nn.conv2d": 1, "nn.dense": 49, "nn.batch_matmul": 24, "nn.softmax": 12, "variance": 25,
@@ -326,7 +327,7 @@ TORCHVISION["tv:swin_t"] = ZooEntry(
     "tv:swin_t", "torchvision Swin-T image classifier (shifted-window attention)",
     {"data": (1, 3, 224, 224)}, "float32", TORCHVISION_SOURCE,
     "its shifted windows build their attention mask with ScatterND (reduction \"none\" at "
-    "opset 18), which TVM 0.19 alone cannot convert (issue 20)",
+    "opset 18), which TVM 0.19 alone cannot convert",
     "32x32 input, embedding 16, two stages of two blocks, window 4, 10 classes",
     {"data": (1, 3, 32, 32)},
     {"nn.conv2d": 1, "nn.dense": 52, "nn.batch_matmul": 24, "nn.softmax": 12, "variance": 29,
@@ -340,7 +341,7 @@ TORCHVISION["tv:ssdlite320_mobilenet_v3_large"] = ZooEntry(
     {"data": (1, 3, 320, 320)}, "float32", TORCHVISION_SOURCE,
     "a detector as accelerators run it: torchvision's score filtering, top-k and NMS have shapes "
     "that depend on the scores, which torch.export refuses and partition_lab cannot split "
-    "(README, known limitations), so they stay with the caller (issue 20)",
+    "(README, known limitations), so they stay with the caller",
     "the same network with 3 classes, 64x64 input",
     {"data": (1, 3, 64, 64)},
     {"nn.conv2d": 98, "nn.softmax": 1, "exp": 2},
@@ -351,8 +352,8 @@ TORCHVISION["tv:convnext_tiny"] = ZooEntry(
     "channels-last LayerNorm, GELU MLPs, layer scale)", {"data": (1, 3, 224, 224)}, "float32",
     TORCHVISION_SOURCE,
     "a CNN with a transformer's pieces: importers decompose its 23 LayerNorms (channels last, "
-    "between two transposes) and 18 GELUs; judged op by op, neuron kept 23 host islands "
-    "(issue 20)",
+    "between two transposes) and 18 GELUs; judged op by op, neuron would keep 23 host "
+    "islands",
     "32x32 input, two stages of one block (widths 16, 32), 10 classes",
     {"data": (1, 3, 32, 32)}, {"nn.conv2d": 22, "nn.dense": 37, "variance": 23, "erf": 18},
     {"nn.conv2d": 4, "nn.dense": 5, "variance": 5, "erf": 2}, frontends=("onnx",), frontend_note=_TV_NOTE,
@@ -361,7 +362,7 @@ TORCHVISION["tv:efficientnet_b0"] = ZooEntry(
     "tv:efficientnet_b0", "torchvision EfficientNet-B0 image classifier (MBConv blocks, SiLU, "
     "squeeze-excitation)", {"data": (1, 3, 224, 224)}, "float32", TORCHVISION_SOURCE,
     "SiLU (x * sigmoid(x)) after nearly every convolution and a sigmoid-gated "
-    "squeeze-excitation in every block: activations importers write as two ops (issue 20)",
+    "squeeze-excitation in every block: activations importers write as two ops",
     "64x64 input, width 0.25, two MBConv stages of 1 and 2 blocks, 10 classes",
     {"data": (1, 3, 64, 64)}, {"nn.conv2d": 81, "sigmoid": 65, "nn.dense": 1},
     {"nn.conv2d": 16, "sigmoid": 13, "nn.dense": 1},
@@ -370,7 +371,7 @@ TORCHVISION["tv:deeplabv3_mobilenet_v3_large"] = ZooEntry(
     "tv:deeplabv3_mobilenet_v3_large", "torchvision DeepLabV3 on a dilated MobileNetV3-Large "
     "(21 classes, 520x520)", {"data": (1, 3, 520, 520)}, "float32", TORCHVISION_SOURCE,
     "a segmenter with hard-swish, hard-sigmoid-gated squeeze-excitation, ASPP's dilated and "
-    "pooling branches and two bilinear resizes (issue 20)",
+    "pooling branches and two bilinear resizes",
     "64x64 input, five inverted residual blocks at width 0.5 (ReLU, hard-swish, SE, one "
     "dilated), ASPP of width 16, 8 classes",
     {"data": (1, 3, 64, 64)}, {"nn.conv2d": 70, "clip": 28, "image.resize2d": 2},
@@ -389,7 +390,7 @@ _HF_NOTE = "built with transformers and exported by torch.onnx; there are no MXN
 _HF_SMALL = "configs shrunk to width 32, two layers of two heads, FFN 64, vocabulary 1024, " \
     "sequence 16"
 
-#: Hugging Face transformers builds (issue 20): ``input_ids`` in, the last hidden state out.
+#: Hugging Face transformers builds: ``input_ids`` in, the last hidden state out.
 HUGGING_FACE: dict[str, ZooEntry] = {
     entry.name: entry
     for entry in [
@@ -398,7 +399,7 @@ HUGGING_FACE: dict[str, ZooEntry] = {
             "state, sequence 128", {"input_ids": (1, 128)}, "int64", HUGGING_FACE_SOURCE,
             "importers decompose its 25 LayerNorms, 12 attentions (with the NaN guard "
             "torch.export writes after a masked softmax) and 12 GELUs; judged op by op, neuron "
-            "kept 38 host islands (issue 20)",
+            "would keep 38 host islands",
             _HF_SMALL, {"input_ids": (1, 16)},
             {"nn.dense": 72, "nn.batch_matmul": 24, "nn.softmax": 12, "variance": 25, "erf": 12,
              "take": 3},
@@ -410,7 +411,7 @@ HUGGING_FACE: dict[str, ZooEntry] = {
             "hf:distilbert", "DistilBERT-base encoder (6 layers, width 768, 12 heads), last "
             "hidden state, sequence 128", {"input_ids": (1, 128)}, "int64", HUGGING_FACE_SOURCE,
             "BERT's pieces at half the depth: 13 LayerNorms, 6 attentions, 6 GELUs; judged op by "
-            "op, neuron kept 20 host islands (issue 20)",
+            "op, neuron would keep 20 host islands",
             _HF_SMALL, {"input_ids": (1, 16)},
             {"nn.dense": 36, "nn.batch_matmul": 12, "nn.softmax": 6, "variance": 13, "erf": 6,
              "take": 2},

@@ -34,8 +34,8 @@ kept on its parameter), the module's attributes and the numeric hazards found wh
 preparing. It is written and checked like a converted entry.
 
 Whatever an entry holds reads back as it was computed: a warm run's plan is a cold run's, byte
-for byte (``tests/test_cache_identity.py``). Weights keep their shape (0-d stays 0-d: issue
-34, where ``np.ascontiguousarray`` had stored them as ``[1]``), dtype and name. Reading an
+for byte (``tests/test_cache_identity.py``). Weights keep their shape (0-d stays 0-d, where
+``np.ascontiguousarray`` would store them as ``[1]``), dtype and name. Reading an
 entry checks each weight against its parameter's type; one that disagrees is a bug of this
 module: the entry is dropped with a :class:`CacheMismatchWarning` and the model converted or
 prepared again. With ``PARTITION_LAB_VERIFY_CACHE=1`` (the test suite sets it) every entry is
@@ -296,8 +296,8 @@ def _lift_constants(mod: tvm.IRModule) -> tuple[relay.Function, dict[str, np.nda
     lifted: list[relay.Var] = []
     # Rebuilt in TVM's post order (a C++ walk), keyed by object handle, and only where a
     # constant reaches (the rest is kept as it is), like fold_constant_calls: a recursive
-    # ExprMutator hit Python's recursion limit on a chain of a few thousand ops (a 5,000-op
-    # Relay text chain ended in RecursionError here, after its conversion had succeeded).
+    # ExprMutator hits Python's recursion limit on a chain of a few thousand ops (a 5,000-op
+    # Relay text chain would end in RecursionError here, after its conversion succeeded).
     replaced: dict[int, relay.Expr] = {}
     unknown: list[str] = []
 

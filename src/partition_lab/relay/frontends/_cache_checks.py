@@ -65,8 +65,8 @@ class _Mismatch(_Stale):
 def _raw(array: Any) -> np.ndarray:
     """A weight's values as a C-contiguous numpy array of its own shape and dtype.
 
-    Not ``np.ascontiguousarray``: it returns at least one dimension, so a 0-d scalar was stored
-    as shape ``[1]`` and a warm run priced other ops than a cold one (issue 34)."""
+    Not ``np.ascontiguousarray``: it returns at least one dimension, so a 0-d scalar would be
+    stored as shape ``[1]`` and a warm run would price other ops than a cold one."""
     data = array.numpy() if isinstance(array, tvm.nd.NDArray) else np.asarray(array)
     if not data.flags.c_contiguous:
         data = data.copy(order="C")

@@ -49,7 +49,8 @@ from .prepare import prepare
 TARGET_ATTR = "partition_lab.target"
 VERDICTS_ATTR = "partition_lab.verdicts"
 PLAN_ATTR = "partition_lab.plan"
-#: The key PLAN_ATTR had by mistake for a while (an import rewrite touched the string); read only.
+#: The key some plans carry instead of PLAN_ATTR (an import rewrite once changed the string);
+#: read, never written.
 LEGACY_PLAN_ATTR = "partition_lab.core.plan"
 SUPPORT_SCHEMA = "partition_lab.support/1"
 
