@@ -100,8 +100,8 @@ def test_a_screening_winner_that_is_not_faster_when_timed_again_leaves_greedy() 
     assert choice.chosen == "greedy" and "when timed again" in choice.reason
     assert calls[1] == ["greedy", lucky]  # only greedy and the shortlist are timed again
     assert choice.shortlist == [lucky]
-    record = choice.plan.choice
-    assert record is not None
+    record = choice.plan.choice  # the plan JSON's record of this choice
+    assert (record["chosen"], record["reason"]) == ("greedy", choice.reason)
     assert [c["plan"] for c in record["candidates"] if "confirm_s" in c] == ["greedy", lucky]
 
 

@@ -82,12 +82,16 @@ def test_every_help_example_parses(capsys):
     from partition_lab.cli import build_parser
 
     parser = build_parser()
-    examples = []
+    examples, counts = [], {}
     for command in [[], *([c] for c in COMMANDS)]:
         help_text = run([*command, "--help"], capsys)[1]
-        examples += [line.split()[1:] for line in help_text.split("examples:\n")[1].splitlines()
-                     if line.strip().startswith("partition-lab")]
-    assert len(examples) >= 12
+        found = [line.split()[1:] for line in help_text.split("examples:\n")[1].splitlines()
+                 if line.strip().startswith("partition-lab")]
+        counts[command[0] if command else "partition-lab"] = len(found)
+        assert not command or found[0][0] == command[0]  # a command's page shows it first
+        examples += found
+    assert counts == {"partition-lab": 3, "viz": 6, "partition": 2, "compare": 2, "profile": 3,
+                      "targets": 3, "zoo": 3}
     for argv in examples:
         parser.parse_args(argv)  # raises UsageError on a flag that does not exist
 

@@ -124,7 +124,7 @@ def test_shapes_and_options_are_part_of_the_key(tmp_path: Path,
     assert len(conversions) == 2
     load_model(path, {"data": (1, 3, 8, 8)}, check_onnx=False, cache=True)
     assert len(conversions) == 3
-    assert one is not None
+    assert [int(d) for d in one["main"].params[0].checked_type.shape] == [1, 3, 8, 8]
 
 
 @pytest.mark.parametrize("package", ["partition_lab", "tvm"])
@@ -171,7 +171,9 @@ def test_a_damaged_entry_is_rebuilt_not_trusted(damage, tmp_path: Path, cache_ro
     np.testing.assert_array_equal(got["conv_w"].numpy(), want["conv_w"].numpy())
     load_model(path, cache=True)  # the rebuilt entry is intact and used
     assert len(conversions) == 2
-    assert _cache.read_entry(entry, tmp_path) is not None
+    stored = _cache.read_entry(entry, tmp_path)
+    assert stored is not None, "the rebuilt entry does not read back"
+    np.testing.assert_array_equal(stored[1]["conv_w"].numpy(), want["conv_w"].numpy())
 
 
 def test_an_unwritable_cache_only_costs_time(tmp_path: Path, cache_root: Path,
@@ -458,7 +460,10 @@ def test_a_damaged_converted_entry_behind_a_prepared_miss_is_rebuilt(
     damage(entry)
     assert partition_cli(path, tmp_path / "got.json", "neuron") == want
     assert len(conversions) == 2  # converted again, not read from the damaged entry
-    assert _cache.read_entry(entry, tmp_path) is not None  # and rebuilt
+    stored = _cache.read_entry(entry, tmp_path)  # rebuilt: it reads back, with the weights
+    assert stored is not None, "the rebuilt entry does not read back"
+    conv_w = next(i for i in onnx.load(str(path)).graph.initializer if i.name == "conv_w")
+    np.testing.assert_array_equal(stored[1]["conv_w"].numpy(), numpy_helper.to_array(conv_w))
     assert partition_cli(path, tmp_path / "again.json", "neuron") == want
     assert (len(conversions), len(preparations)) == (2, 2)
 

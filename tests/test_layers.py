@@ -201,8 +201,18 @@ def check_floors(imports: Imports) -> None:
 
 
 def test_every_module_is_on_a_floor() -> None:
+    off = []
     for module in MODULES:
-        floor_of(module)
+        try:
+            floor_of(module)
+        except AssertionError as error:
+            off.append(str(error))
+    assert not off, "\n".join(off)
+    # ... and every name on a floor is a module or package that exists (no stale entry).
+    rooms = {module.split(".")[1] if "." in module else "__init__" for module in MODULES}
+    assert sorted(room for rooms_of in LAYERS for room in rooms_of if room not in rooms) == []
+    with pytest.raises(AssertionError, match="partition_lab.nowhere is on no floor"):
+        floor_of("partition_lab.nowhere")
 
 
 def test_no_module_imports_a_higher_floor() -> None:

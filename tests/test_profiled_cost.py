@@ -123,7 +123,7 @@ def test_op_times_batch_equals_op_time(model) -> None:
 def test_unmeasured_ops_are_predicted_within_the_noise(model) -> None:
     graph = unseen_graph()
     unmeasured = [n for n in graph if not model.is_measured(n, "cpu")]
-    assert len(unmeasured) >= 10
+    assert len(unmeasured) == 45  # of its 65 ops: the profile holds the other 20's signatures
     for device, kind in (("cuda", "cuda"), ("cpu", "cpu")):
         entry = model.entry_of(device)
         errors = [math.log(entry.alone(n, op_signature(n)) / true_time(n, kind))

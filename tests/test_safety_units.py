@@ -200,10 +200,14 @@ def test_a_corrupted_zoo_file_is_rebuilt(tmp_path, monkeypatch):
 
 
 # ---------------------------------------------------------------------------------- templates
-@pytest.mark.parametrize("template", ["{op} is {value:<10}, not {expected}", "{{literal}} {op}",
-                                      "no fields", "{op:^80}"])
-def test_safe_templates_pass(template):
-    check_template(template, ("op", "value", "expected"), "t")
+@pytest.mark.parametrize("template, shown", [
+    ("{op} is {value:<10}, not {expected}", "relu is 3         , not 4"),
+    ("{{literal}} {op}", "{literal} relu"), ("no fields", "no fields"),
+    ("{op:^80}", " " * 38 + "relu" + " " * 38)])
+def test_safe_templates_pass(template, shown):
+    fields = ("op", "value", "expected")
+    check_template(template, fields, "t")  # raises TargetSpecError on a template it refuses
+    assert MessageTemplate(template, fields, "t").format(op="relu", value=3, expected=4) == shown
 
 
 def test_a_template_formats_only_its_fields_as_text():

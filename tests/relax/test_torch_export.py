@@ -87,9 +87,12 @@ def test_the_partitioned_program_computes_what_the_model_does(name, platform):
     program, x, want = _exported(name)
     mod, _ = partition_lab.load_model(program)
     result = partition_lab.partition(mod, platform)
-    assert len(result.plan.regions) >= 1
+    placed = sorted(n for region in result.plan.regions for n in region.nodes)
+    assert placed == sorted(node.id for node in result.graph)  # every op in one region
     if platform != "cpu":  # every op of these models is supported somewhere off the host
         assert result.plan.accelerator_regions
+    else:
+        assert not result.plan.accelerator_regions
     (got,) = run_llvm(result.mod, [x])
     # tensorcore computes in float16: compare at float16's precision there
     tolerance = 2e-2 if platform == "tensorcore" else 1e-4
