@@ -6,10 +6,10 @@ model exported again at that batch; a model that cannot take it is listed with t
 partitions with ``greedy`` twice: as shipped (targets judge their declared patterns as units)
 and with every target's patterns removed (support judged op by op, as before issue 20). Each
 plan is validated and drawn (SVG, into a temporary directory; DOT where a plan has more
-regions than graphviz lays out in reasonable time). Writes ``docs/patterns.md`` (generated; do
+regions than graphviz lays out in reasonable time). Writes ``docs/evidence/patterns.md`` (generated; do
 not edit) and prints it::
 
-    TOPHUB_LOCATION=NONE .venv/bin/python bench/pattern_table.py [--full] [--out docs/patterns.md]
+    TOPHUB_LOCATION=NONE .venv/bin/python bench/pattern_table.py [--full] [--out docs/evidence/patterns.md]
 
 ``--full`` adds the full-size models (their first build takes minutes and is cached). The
 ``hf:`` models need ``transformers``; where it is missing they are left out with a note.

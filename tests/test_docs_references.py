@@ -66,7 +66,7 @@ def test_every_cited_section_of_the_targets_reference_exists() -> None:
     assert len(cited) > 10  # the data files and profiles cite it throughout
     missing = {f"{a}.{b}" if b else a: str(p) for (a, b), p in cited.items()
                if (a, b) not in sections}
-    assert not missing, f"cited sections not in docs/targets-reference.md: {missing}"
+    assert not missing, f"cited sections not in docs/guide/targets-reference.md: {missing}"
 
 
 def test_every_cited_field_report_is_described() -> None:

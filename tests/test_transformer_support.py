@@ -1,4 +1,4 @@
-"""The transformer support tables of docs/targets-reference.md §5, row by row, against what the
+"""The transformer support tables of docs/guide/targets-reference.md §5, row by row, against what the
 built-in targets decide, and the Tensor Core table's TVM columns against TVM 0.19 itself.
 
 A verdict cell reads ``✓`` or ``✗`` followed by "quoted" fragments of the reason. The neuron
