@@ -1,10 +1,10 @@
 """Regions, host islands and their reasons per model and platform, with patterns and without.
 
-For each model of the transformer and CNN suite (issue 20) that the zoo has, on ``neuron@2020``,
+For each model of the transformer and CNN suite that the zoo has, on ``neuron@2020``,
 ``neuron``, ``tensorcore`` at the model's own batch (1) and ``tensorcore`` at batch 32 (the
 model exported again at that batch; a model that cannot take it is listed with the reason),
 partitions with ``greedy`` twice: as shipped (targets judge their declared patterns as units)
-and with every target's patterns removed (support judged op by op, as before issue 20). Each
+and with every target's patterns removed (support judged op by op, as without patterns). Each
 plan is validated and drawn (SVG, into a temporary directory; DOT where a plan has more
 regions than graphviz lays out in reasonable time). Writes ``docs/evidence/patterns.md`` (generated; do
 not edit) and prints it::

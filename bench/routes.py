@@ -1,4 +1,4 @@
-"""Routes explained (issue 34): one ONNX file through Relay and through Relax, node by node.
+"""Routes explained: one ONNX file through Relay and through Relax, node by node.
 
 The same ONNX model partitioned through the Relay stack (TVM 0.19, ``.venv``) and through Relax
 (apache-tvm 0.27, ``.venv-relax``) gives two plans. Both importers put the ONNX node's name on

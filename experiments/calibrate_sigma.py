@@ -1,4 +1,4 @@
-"""Calibrate the profiled cost model's uncertainty on the H200 suite runs (issue 23, item 2).
+"""Calibrate the profiled cost model's uncertainty on the H200 suite runs.
 
 The robust rule (``strategies/robust.py``) leaves greedy's plan only for a predicted gain above
 ``z`` standard deviations of the gain's error. This script measures how wide that error really

@@ -1,4 +1,4 @@
-"""Cross-validate the profiled cost model's fitted estimates (issue 11, planning from measurements).
+"""Cross-validate the profiled cost model's fitted estimates (planning from measurements).
 
 Converts a measured profile of the old two-kind format (default: the H200 one,
 ``experiments/data/h200_measured.json.xz``, with ``experiments/gpu_profile_to_cache.py``) to the profile

@@ -1,5 +1,5 @@
 """Zoo and evaluation models through both IRs: do Relax and Relay put every ONNX node on the
-same device? (issue 22: "where the same ONNX imports through both IRs, the plans put every op
+same device? (the goal: "where the same ONNX imports through both IRs, the plans put every op
 on the same device").
 
 apache-tvm 0.27 (Relax) and TVM 0.19 (Relay) cannot share an environment, so this runs in two

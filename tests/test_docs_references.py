@@ -9,12 +9,14 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-REFERENCE = ROOT / "docs" / "targets-reference.md"
-FIELD_REPORTS = ROOT / "docs" / "field-reports.md"
-MARKDOWN = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")),
-            *sorted((ROOT / "examples").rglob("*.md"))]
+DOCS = ROOT / "docs"
+REFERENCE = DOCS / "guide" / "targets-reference.md"
+FIELD_REPORTS = DOCS / "evidence" / "field-reports.md"
+MARKDOWN = [ROOT / "README.md", *sorted(DOCS.rglob("*.md")),
+            *sorted((ROOT / "examples").rglob("*.md")), *sorted((ROOT / "bench").rglob("*.md")),
+            *sorted((ROOT / "experiments").rglob("*.md"))]
 # Where the package and its tests cite the reference or the field reports.
-CITING = [p for folder in ("src", "tests", "examples", "bench")
+CITING = [p for folder in ("src", "tests", "examples", "bench", "experiments")
           for p in sorted((ROOT / folder).rglob("*"))
           if p.suffix in (".py", ".toml", ".md", ".json") and p.is_file()]
 
@@ -46,6 +48,17 @@ def test_relative_links_resolve(doc: Path) -> None:
         if re.match(r"[a-z]+:", target) or target.startswith("#"):
             continue  # a web address or an anchor
         assert (doc.parent / target.split("#")[0]).exists(), f"{doc.name} links to {target}"
+
+
+def test_docs_are_a_guide_and_evidence_indexed_by_the_readme() -> None:
+    """docs/ holds its index, guide/, evidence/ and the pictures, and nothing else; the index
+    links every page of the guide and the evidence (their results/ folder as a whole)."""
+    assert {p.name for p in DOCS.iterdir()} == {"README.md", "guide", "evidence", "img"}
+    index = (DOCS / "README.md").read_text(encoding="utf-8")
+    linked = {(DOCS / target.split("#")[0]).resolve() for target in LINK.findall(index)}
+    pages = {p.resolve() for folder in ("guide", "evidence") for p in (DOCS / folder).glob("*.md")}
+    assert pages and not pages - linked, f"docs/README.md does not link {sorted(pages - linked)}"
+    assert (DOCS / "evidence" / "results").resolve() in linked
 
 
 def test_no_reference_points_outside_the_repository() -> None:

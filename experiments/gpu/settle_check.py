@@ -1,4 +1,4 @@
-"""Does the company a plan is timed in change its ratio to greedy (issue 23)? On the H200.
+"""Does the company a plan is timed in change its ratio to greedy? On the H200.
 
 Round B of ``choose_suite.py`` (every plan, the all-host plan among them) found ``cost_z0``
 plans 5-12% faster than greedy where the choice's confirming stage (greedy and one or two GPU

@@ -1,7 +1,7 @@
 """How repeatable is one plan's end-to-end time on the GPU machine, and what does the timing
 protocol change? (runs THERE; also here with --device cpu as a check)
 
-Issue 11's runs found the same plan measured 0.45-1.74x apart on one machine instance: in the
+The profiled-cost runs found the same plan measured 0.45-1.74x apart on one machine instance: in the
 profile's whole-graph run and in the timed run minutes later, or in two rows of one run (an
 all-host plan of one model under two op-support patterns). Before the 0.8-1.25 goal can be judged,
 this measures, per plan and per host thread count:
