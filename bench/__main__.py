@@ -86,7 +86,7 @@ BENCHMARKS = (
               ("--ops", "1000", "--dot-sizes", "80,160", "--dot-timeout", "20"),
               ("--out", "bench/results/render_budget.json")),
          Step("bench/html_view.py", ("--skip-bert",), ("--browser",))),
-        "docs/evidence/performance.md"),
+        "docs/guide/reliability.md, docs/guide/html-view.md"),
     Benchmark(
         "gpu", "plan quality on the GPU: profile, plan, time every plan in turns, report",
         (Step("bench/gpu/export_bundles.py", None,
@@ -108,8 +108,14 @@ def reproduce(bench: Benchmark, full: bool) -> str:
     return f"python -m bench run {bench.name}" + (" --full" if full else "")
 
 
-def list_benchmarks() -> int:
+def console():  # noqa: ANN201
+    """A rich console as wide as the terminal, or 120 columns into a file or pipe."""
     from rich.console import Console
+
+    return Console() if sys.stdout.isatty() else Console(width=120)
+
+
+def list_benchmarks() -> int:
     from rich.table import Table
 
     table = Table(title="benchmarks (python -m bench run NAME [--full])")
@@ -119,7 +125,7 @@ def list_benchmarks() -> int:
         table.add_row(bench.name, "GPU" if bench.gpu else "CPU", bench.summary,
                       ", ".join(dict.fromkeys(Path(s.script).name for s in bench.steps)),
                       bench.evidence)
-    Console().print(table)
+    console().print(table)
     return 0
 
 
@@ -154,7 +160,6 @@ def run_benchmark(bench: Benchmark, full: bool) -> tuple[int, float]:
 
 
 def run_all_cpu(full: bool) -> int:
-    from rich.console import Console
     from rich.table import Table
 
     done = [(bench, *run_benchmark(bench, full)) for bench in BENCHMARKS if not bench.gpu]
@@ -165,7 +170,7 @@ def run_all_cpu(full: bool) -> int:
         table.add_row(bench.name, "ok" if status == 0 else f"exit {status}", f"{seconds:.0f}",
                       reproduce(bench, full))
     print()
-    Console().print(table)
+    console().print(table)
     return max(status for _, status, _ in done)
 
 

@@ -171,7 +171,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--full", action="store_true", help="also the full-size models")
     parser.add_argument("--models", help="comma-separated zoo names (default: the suite)")
-    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "patterns.md")
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "evidence" / "patterns.md")
     args = parser.parse_args()
     command = "bench/pattern_table.py" + (" --full" if args.full else "")
     rows: list[dict] = []

@@ -21,7 +21,7 @@ from partition_lab.errors import PartitionLabError
 from partition_lab.schemas import load_schema
 
 RELAX_TESTS = Path(__file__).resolve().parent / "relax"
-DOCS = Path(__file__).resolve().parents[1] / "docs" / "routes.md"
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "evidence" / "routes.md"
 sys.path.insert(0, str(RELAX_TESTS))
 
 import models  # noqa: E402
