@@ -1,6 +1,7 @@
 # Two entry points do all set-up on a fresh Debian 12 / Python 3.11 machine:
 #   make demo   - draw the bundled default model's partition (out/default.svg)
 #   make test   - lint and run the test suite (Python 3.11 with the [mxnet] extra)
+#   make bench  - the CPU benchmarks, quick size (FULL=1: full sizes; python -m bench list)
 # and one for the newest Python that pyenv has (CI runs it last):
 #   make test-py [PY=3.13]   - the suite on that Python, without MXNet (its tests skip)
 # and one for the Relax adapter (apache-tvm 0.27, its own venv; CI runs it after make test):
@@ -51,7 +52,7 @@ demo: setup
 	$(BIN)/partition-lab viz -o out/default.svg
 
 lint: setup
-	$(BIN)/ruff check src tests bench examples
+	$(BIN)/ruff check src tests bench experiments examples
 
 test: lint
 	$(BIN)/pytest -q -n 2 --dist loadfile --no-loadscope-reorder
@@ -88,10 +89,10 @@ $(RELAX_VENV)/.installed: setup.cfg pyproject.toml
 	$(RELAX_VENV)/bin/pip install -q -e '.[relax,test-relax]'
 	@touch $@
 
+# The CPU benchmarks at their quick size (a few minutes on 2 cores); FULL=1 for the full sizes
+# (the figures of docs/evidence/performance.md). python -m bench list names them all.
 bench: setup
-	$(BIN)/python bench/bench_partition.py
-	$(BIN)/python bench/bench_strategies.py
-	$(BIN)/python bench/load_times.py
+	$(BIN)/python -m bench cpu $(if $(FULL),--full)
 
 clean:
 	rm -rf $(VENV) .venv-py3.* $(RELAX_VENV) out .pytest_cache

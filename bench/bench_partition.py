@@ -14,7 +14,7 @@ builds it):
 supported (as ``tests/test_partition.py`` does): many regions, where TVM's region merging is
 slowest. ``ours_op_by_op_s`` is ours again with every target judging op by op (no pattern
 units), so the JSON shows what patterns cost (``patterns_cost``: ours_s / ours_op_by_op_s, and
-``patterns_cost_median`` of the medians; issue 20 asks for at most 1.5). Both are timed as the
+``patterns_cost_median`` of the medians; the goal is at most 1.5). Both are timed as the
 best of ``--repeat`` runs (medians beside them); the table also says whether both found the same
 regions, and how long one ``InferType`` of our partitioned module takes (outlining ends with one:
 the floor under our time, since the result must be a type-checked module as PartitionGraph's

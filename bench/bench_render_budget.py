@@ -1,11 +1,10 @@
-"""Bench: drawing graphs whose support alternates, before and after the render budget.
+"""Bench: drawing graphs whose support alternates, and the render budget that guards it.
 
-Before issue 12, ``viz`` handed ``dot`` any drawing: on a graph whose support alternates, every
-other op is an accelerator region (a graphviz cluster) and ``dot``'s cluster layout grows far
-faster than linearly (160 ops: 100 s, 400 ops: over 10 minutes, 5,000 ops: killed by the OOM
-killer at 23.7 GB). Now a drawing with more than ``MAX_CLUSTERS`` accelerator regions is
-refused before ``dot`` starts (its DOT text can still be written), and every graphviz call has
-a timeout.
+On a graph whose support alternates, every other op is an accelerator region (a graphviz
+cluster) and ``dot``'s cluster layout grows far faster than linearly (160 ops: 100 s, 400 ops:
+over 10 minutes, 5,000 ops: killed by the OOM killer at 23.7 GB). So a drawing with more than
+``MAX_CLUSTERS`` accelerator regions is refused before ``dot`` starts (its DOT text can still be
+written), and every graphviz call has a timeout.
 
 Measured here, each in a fresh process (wall time and peak memory of the process and its
 children):
@@ -15,7 +14,8 @@ children):
 * ``partition-lab viz`` end to end on a 5,000-op ONNX chain whose support alternates
   (Relu on the accelerator, Sign not): to ``.svg`` (refused) and to ``.dot`` (written).
 
-Run: ``PYTHONPATH=src python bench/bench_render_budget.py [--out bench/results/render_budget.json]``
+Run: ``python -m bench run viz [--full]``, or ``PYTHONPATH=src python bench/bench_render_budget.py
+[--ops N] [--dot-sizes 160,240] [--out docs/evidence/results/render_budget.json]``
 """
 
 from __future__ import annotations
@@ -97,14 +97,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ops", type=int, default=5000)
     parser.add_argument("--dot-timeout", type=float, default=60.0)
+    parser.add_argument("--dot-sizes", default=",".join(map(str, DOT_SIZES)),
+                        help="random-DAG sizes for the dot-alone rows (comma-separated)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     from partition_lab.render.graphviz import MAX_CLUSTERS, TIMEOUT_S
 
-    rows = [dot_alone(n, args.dot_timeout) for n in DOT_SIZES]
+    rows = [dot_alone(int(n), args.dot_timeout) for n in args.dot_sizes.split(",")]
+    print(f"{'dot alone':12s} {'ops':>6s} {'clusters':>9s} {'seconds':>9s}   "
+          f"(viz refuses more than {MAX_CLUSTERS} clusters)")
     for row in rows:
         took = row["dot_s"] if row["finished"] else f"> {row['timeout_s']:g}"
-        print(f"dot alone: {row['ops']} ops, {row['clusters']} clusters: {took} s")
+        print(f"{'':12s} {row['ops']:6d} {row['clusters']:9d} {took:>9}", flush=True)
     with tempfile.TemporaryDirectory() as folder:
         work = Path(folder)
         model = alternating_onnx(work / "alternating.onnx", args.ops)

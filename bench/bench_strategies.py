@@ -35,14 +35,14 @@ UNSUPPORTED = 0.05
 CHANNELS = 256
 
 
-def time_run(name: str, graph, verdicts, target: str | None, model, repeat: int) -> dict:
+def time_run(name: str, graph, support: Support, model, repeat: int) -> dict:
     """Best wall and CPU seconds of one strategy, and its predicted total (None: n/a)."""
     best_wall = best_cpu = float("inf")
     total = None
     for _ in range(repeat):
         wall, cpu = time.perf_counter(), time.process_time()
         try:
-            plan = get_strategy(name).run(graph, synthetic.one_accelerator(verdicts, target), cost_model=model)
+            plan = get_strategy(name).run(graph, support, cost_model=model)
         except NotApplicableError:
             plan = None
         best_wall = min(best_wall, time.perf_counter() - wall)
@@ -76,7 +76,7 @@ def synthetic_rows(sizes: list[int], repeat: int, devices: int = 2) -> list[dict
         for name in available_strategies():
             if name == "optimal" and n > OPTIMAL_MAX_OPS:
                 continue
-            row = time_run(name, graph, support, None, model, repeat)
+            row = time_run(name, graph, support, model, repeat)
             rows.append({"graph": f"layered_{n}", "ops": n, **row})
             print(f"#   {name:10s} {row['wall_s']:8.3f} s wall {row['cpu_s']:8.3f} s cpu",
                   file=sys.stderr)
@@ -94,7 +94,7 @@ def zoo_rows(repeat: int) -> list[dict]:
             analysis = analyze(mod, target, params=params)
             graph = analysis.relay.graph
             for name in available_strategies():
-                row = time_run(name, graph, analysis.support, None, analysis.cost_model, repeat)
+                row = time_run(name, graph, analysis.support, analysis.cost_model, repeat)
                 rows.append({"graph": model_name, "target": target, "ops": len(graph), **row})
             print(f"# {model_name} on {target}: done", file=sys.stderr)
     return rows

@@ -7,7 +7,7 @@ a first and a second ``partition-lab viz`` of one ONNX file, the converted-model
 
 --viz-twice MODEL (a zoo name whose ONNX file is built in --cache, or an .onnx path) runs
 ``partition-lab viz FILE --target T --debug`` twice as subprocesses, with a fresh converted-model
-cache, and prints each run's wall time, its stages and the ratio second / first (issue 24: at
+cache, and prints each run's wall time, its stages and the ratio second / first (the goal: at
 most 1/3). tv:simple_pose_resnet152 is 522 ONNX nodes (SimplePose on ResNet-152, 277 MB).
 
 Cold: the model's files are built first (MXNet files: build the Gluon block, seeded random

@@ -1,15 +1,15 @@
 """Regions, host islands and their reasons per model and platform, with patterns and without.
 
-For each model of the transformer and CNN suite (issue 20) that the zoo has, on ``neuron@2020``,
+For each model of the transformer and CNN suite that the zoo has, on ``neuron@2020``,
 ``neuron``, ``tensorcore`` at the model's own batch (1) and ``tensorcore`` at batch 32 (the
 model exported again at that batch; a model that cannot take it is listed with the reason),
 partitions with ``greedy`` twice: as shipped (targets judge their declared patterns as units)
-and with every target's patterns removed (support judged op by op, as before issue 20). Each
+and with every target's patterns removed (support judged op by op, as without patterns). Each
 plan is validated and drawn (SVG, into a temporary directory; DOT where a plan has more
-regions than graphviz lays out in reasonable time). Writes ``docs/patterns.md`` (generated; do
+regions than graphviz lays out in reasonable time). Writes ``docs/evidence/patterns.md`` (generated; do
 not edit) and prints it::
 
-    TOPHUB_LOCATION=NONE .venv/bin/python bench/pattern_table.py [--full] [--out docs/patterns.md]
+    TOPHUB_LOCATION=NONE .venv/bin/python bench/pattern_table.py [--full] [--out docs/evidence/patterns.md]
 
 ``--full`` adds the full-size models (their first build takes minutes and is cached). The
 ``hf:`` models need ``transformers``; where it is missing they are left out with a note.
@@ -171,7 +171,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--full", action="store_true", help="also the full-size models")
     parser.add_argument("--models", help="comma-separated zoo names (default: the suite)")
-    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "patterns.md")
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "evidence" / "patterns.md")
     args = parser.parse_args()
     command = "bench/pattern_table.py" + (" --full" if args.full else "")
     rows: list[dict] = []

@@ -14,8 +14,8 @@ plans of both runs) and exits 1 if any does.
 
 Platforms: the built-ins (``tensorcore``, ``neuron``, ``neuron@2020``, ``cpu``), the example
 three-device platform file and the example one-accelerator target file, and ``tensorcore`` priced
-by the measured H200 profile cache (``bench/results/gpu_ingraph_cache.json``, the profiled cost
-model). Strategies: every registered one (``all_accel`` is skipped where it does not apply).
+by the measured H200 profile cache of the zoo (``experiments/data/gpu_ingraph_cache.json.xz``,
+the profiled cost model). Strategies: every registered one (``all_accel`` is skipped where it does not apply).
 """
 
 from __future__ import annotations
@@ -30,6 +30,8 @@ from pathlib import Path
 
 os.environ.setdefault("TOPHUB_LOCATION", "NONE")
 
+from ship_profile import SOURCES, read_source  # noqa: E402  (a sibling script)
+
 from partition_lab import zoo  # noqa: E402
 from partition_lab._run_to_run import mask_solve_times  # noqa: E402
 from partition_lab.api import analyze  # noqa: E402
@@ -38,7 +40,7 @@ from partition_lab.strategies import available_strategies, get_strategy  # noqa:
 from partition_lab.strategies.all_accel import NotApplicableError  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-PROFILE_CACHE = ROOT / "bench" / "results" / "gpu_ingraph_cache.json"
+PROFILE_CACHE = SOURCES[0]  # the zoo's H200 profile cache, one source of the shipped profile
 PLATFORMS = {
     "tensorcore": {"target": "tensorcore"},
     "neuron": {"target": "neuron"},
@@ -46,7 +48,7 @@ PLATFORMS = {
     "cpu": {"target": "cpu"},
     "npu_dsp_cpu": {"target": str(ROOT / "examples" / "platforms" / "npu_dsp_cpu.toml")},
     "npu_target": {"target": str(ROOT / "examples" / "targets" / "npu.toml")},
-    "tensorcore+h200_cache": {"target": "tensorcore", "profile_cache": str(PROFILE_CACHE)},
+    "tensorcore+h200_cache": {"target": "tensorcore", "profile_cache": PROFILE_CACHE},
 }
 
 
@@ -60,8 +62,9 @@ def snapshot_model(name: str, small: bool, keep: Path | None) -> dict[str, dict]
     mod, params = zoo.load(name, small=small)
     rows: dict[str, dict] = {}
     for platform_name, how in PLATFORMS.items():
+        cache = how.get("profile_cache")
         analysis = analyze(mod, how["target"], params=params, name=name,
-                           profile_cache=how.get("profile_cache"))
+                           profile_cache=None if cache is None else read_source(cache).to_dict())
         for strategy_name in available_strategies():
             key = f"{name}{':small' if small else ''} | {platform_name} | {strategy_name}"
             try:

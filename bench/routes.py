@@ -1,4 +1,4 @@
-"""Routes explained (issue 34): one ONNX file through Relay and through Relax, node by node.
+"""Routes explained: one ONNX file through Relay and through Relax, node by node.
 
 The same ONNX model partitioned through the Relay stack (TVM 0.19, ``.venv``) and through Relax
 (apache-tvm 0.27, ``.venv-relax``) gives two plans. Both importers put the ONNX node's name on
@@ -16,11 +16,11 @@ in its own venv through a subprocess), from the repository root::
     TOPHUB_LOCATION=NONE PYTHONPATH=src .venv/bin/python bench/routes.py export   # ONNX files
     TOPHUB_LOCATION=NONE PYTHONPATH=src .venv/bin/python bench/routes.py relay    # Relay plans
     TOPHUB_LOCATION=NONE PYTHONPATH=src .venv-relax/bin/python bench/routes.py relax  # Relax
-    .venv/bin/python bench/routes.py report --markdown docs/routes.md               # the diff
+    .venv/bin/python bench/routes.py report --markdown docs/evidence/routes.md               # the diff
 
 Everything generated goes under ``--out`` (default ``out/routes``, ignored by git): the ONNX
 files (``onnx/``), one plan JSON per model, platform and side (``relay/``, ``relax/``), and
-``report.json``; only the Markdown report (``docs/routes.md``) is kept in the repository.
+``report.json``; only the Markdown report (``docs/evidence/routes.md``) is kept in the repository.
 
 Models: ``tests/relax/models.py``'s small ONNX models, the zoo's small torchvision builds
 (``tv:resnet50``, ``tv:mobilenet_v2``) and torchvision's ResNet-18, MobileNetV3-Small and
@@ -32,7 +32,7 @@ same on both sides: a difference is the graph's or a rule's, never the cost mode
 cost`` compares the cost strategy's plans instead.
 
 Differences are classified (see :func:`classify`) and each class is explained in
-``docs/routes.md``; the ones the project accepts are listed with their class in
+``docs/evidence/routes.md``; the ones the project accepts are listed with their class in
 ``tests/relax/route_differences.json``, which ``tests/relax/test_routes.py`` checks the test
 models against, so a new difference fails a test.
 """

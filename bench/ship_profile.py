@@ -1,8 +1,8 @@
 """Write the profile cache that ships with the package for the built-in ``tensorcore`` platform.
 
-It is the project's own H200 measurements, merged: the zoo models (``bench/results/
-gpu_ingraph_cache.json``, 16 gluoncv models) and the transformer suite
-(``bench/results/gpu_suite_cache.json``, 11 torchvision / transformers builds), both timed by
+It is the project's own H200 measurements, merged: the zoo models
+(``experiments/data/gpu_ingraph_cache.json.xz``, 16 gluoncv models) and the transformer suite
+(``experiments/data/gpu_suite_cache.json.xz``, 11 torchvision / transformers builds), timed by
 ``partition-lab profile`` with the PyTorch runner on one lent NVIDIA H200 and its 16-thread
 Xeon host. Only the ``tensorcore`` binding is kept (the ``neuron`` rows of those runs had the
 GPU stand in for an accelerator it is not, so they are not shipped as a neuron profile), and
@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import lzma
 import sys
 from pathlib import Path
 
@@ -25,8 +26,14 @@ sys.path.insert(0, str(ROOT / "src"))
 from partition_lab.cost_models.cache_records import ProfileCache  # noqa: E402
 from partition_lab.cost_models.shipped import SHIPPED  # noqa: E402
 
-SOURCES = (ROOT / "bench/results/gpu_ingraph_cache.json",
-           ROOT / "bench/results/gpu_suite_cache.json")
+#: The profile caches as measured, xz-compressed (the shipped profile's ``sources``).
+SOURCES = tuple(ROOT / source for source in SHIPPED["tensorcore"].sources)
+
+
+def read_source(path: Path) -> ProfileCache:
+    """One of :data:`SOURCES`: an xz-compressed profile cache."""
+    with lzma.open(path, "rt", encoding="utf-8") as raw:
+        return ProfileCache.from_dict(json.load(raw), str(path))
 
 
 def main() -> None:
@@ -36,7 +43,7 @@ def main() -> None:
     shipped = SHIPPED[args.platform]
     merged = ProfileCache()
     for source in SOURCES:
-        merged.merge(ProfileCache.load(source))
+        merged.merge(read_source(source))
     binding = merged.binding(args.platform)
     keep = set(binding.values())
     merged.devices = {key: entry for key, entry in merged.devices.items() if key in keep}

@@ -9,7 +9,7 @@ downloaded): regions and host islands with patterns and op by op.
 Each model takes ``input_ids`` of shape (1, 128) (16 with ``--small``, where the configs are
 shrunk to width 32 and two layers) and returns its last hidden state; it goes through the
 PyTorch input route (``torch.export`` -> ONNX -> Relay) and is partitioned with ``greedy`` on
-``neuron``, ``neuron@2020`` and ``tensorcore``. Writes ``bench/results/transformers_patterns.json``.
+``neuron``, ``neuron@2020`` and ``tensorcore``. Writes ``docs/evidence/results/transformers_patterns.json``.
 """
 
 from __future__ import annotations

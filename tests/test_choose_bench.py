@@ -1,5 +1,5 @@
 """bench/gpu/choose_suite.py's raced round B and choose_report.py's verdicts on it: the scripts
-behind the H200 figures (bench/results/gpu_choose.md), checked on made-up timings."""
+behind the H200 figures (docs/evidence/results/gpu_choose.md), checked on made-up timings."""
 
 from __future__ import annotations
 

@@ -9,12 +9,14 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-REFERENCE = ROOT / "docs" / "targets-reference.md"
-FIELD_REPORTS = ROOT / "docs" / "field-reports.md"
-MARKDOWN = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")),
-            *sorted((ROOT / "examples").rglob("*.md"))]
+DOCS = ROOT / "docs"
+REFERENCE = DOCS / "guide" / "targets-reference.md"
+FIELD_REPORTS = DOCS / "evidence" / "field-reports.md"
+MARKDOWN = [ROOT / "README.md", *sorted(DOCS.rglob("*.md")),
+            *sorted((ROOT / "examples").rglob("*.md")), *sorted((ROOT / "bench").rglob("*.md")),
+            *sorted((ROOT / "experiments").rglob("*.md"))]
 # Where the package and its tests cite the reference or the field reports.
-CITING = [p for folder in ("src", "tests", "examples", "bench")
+CITING = [p for folder in ("src", "tests", "examples", "bench", "experiments")
           for p in sorted((ROOT / folder).rglob("*"))
           if p.suffix in (".py", ".toml", ".md", ".json") and p.is_file()]
 
@@ -48,6 +50,17 @@ def test_relative_links_resolve(doc: Path) -> None:
         assert (doc.parent / target.split("#")[0]).exists(), f"{doc.name} links to {target}"
 
 
+def test_docs_are_a_guide_and_evidence_indexed_by_the_readme() -> None:
+    """docs/ holds its index, guide/, evidence/ and the pictures, and nothing else; the index
+    links every page of the guide and the evidence (their results/ folder as a whole)."""
+    assert {p.name for p in DOCS.iterdir()} == {"README.md", "guide", "evidence", "img"}
+    index = (DOCS / "README.md").read_text(encoding="utf-8")
+    linked = {(DOCS / target.split("#")[0]).resolve() for target in LINK.findall(index)}
+    pages = {p.resolve() for folder in ("guide", "evidence") for p in (DOCS / folder).glob("*.md")}
+    assert pages and not pages - linked, f"docs/README.md does not link {sorted(pages - linked)}"
+    assert (DOCS / "evidence" / "results").resolve() in linked
+
+
 def test_no_reference_points_outside_the_repository() -> None:
     for path in [*MARKDOWN, *CITING]:
         if "cost_models" in path.parts or path == Path(__file__).resolve():
@@ -66,7 +79,7 @@ def test_every_cited_section_of_the_targets_reference_exists() -> None:
     assert len(cited) > 10  # the data files and profiles cite it throughout
     missing = {f"{a}.{b}" if b else a: str(p) for (a, b), p in cited.items()
                if (a, b) not in sections}
-    assert not missing, f"cited sections not in docs/targets-reference.md: {missing}"
+    assert not missing, f"cited sections not in docs/guide/targets-reference.md: {missing}"
 
 
 def test_every_cited_field_report_is_described() -> None:

@@ -410,7 +410,7 @@ def test_a_poisoned_bundle_is_one_line(name, bundle_data, tmp_path, monkeypatch,
     argv = tampered(edit)(tmp_path, bundle_data) + ["--device", "cpu"]
     line = assert_clean_failure(argv, needle, tmp_path, capsys)
     assert f"bundle {tmp_path / 'net.json.gz'}: " in line
-    assert "write it again with bench/gpu/export_bundles.py" in line
+    assert "export it again (docs/guide/profiling.md" in line
 
 
 @pytest.mark.parametrize("name", sorted(BUNDLE_CASES))

@@ -1,6 +1,6 @@
 """ProfiledCostModel: measured ops, a fit for the rest with cross-validated uncertainty, copies,
 overheads; the op-signature codec; the old H200 profile converted to the profile cache format
-(bench/gpu_profile_to_cache.py).
+(experiments/gpu_profile_to_cache.py).
 
 The synthetic caches follow a known law per device (floor + bytes / bandwidth + FLOPs / peak,
 per op class) with seeded log-normal noise, so the fit can be checked against the truth.
@@ -304,11 +304,11 @@ def test_transfer_curve_needs_two_points() -> None:
 
 # ---------------------------------------------------------------------------- old format
 def _converter():
-    """bench/gpu_profile_to_cache.py, the converter of the old two-kind profile format."""
+    """experiments/gpu_profile_to_cache.py, the converter of the old two-kind profile format."""
     import importlib.util
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[1] / "bench" / "gpu_profile_to_cache.py"
+    path = Path(__file__).resolve().parents[1] / "experiments" / "gpu_profile_to_cache.py"
     spec = importlib.util.spec_from_file_location("gpu_profile_to_cache", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -316,10 +316,8 @@ def _converter():
 
 
 def test_the_converted_h200_profile_prices_its_measured_ops() -> None:
-    import json
-
     converter = _converter()
-    old = json.loads(converter.DEFAULT_PROFILE.read_text())
+    old = converter.read_profile(converter.DEFAULT_PROFILE)
     cache = converter.cache_from_measured_gpu()
     model = ProfiledCostModel(cache, TENSORCORE)
     assert set(model.binding) == {"tensorcore", "cuda", "cpu"}

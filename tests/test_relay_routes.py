@@ -1,7 +1,7 @@
 """Routes explained, the Relay side: ``tests/relax/relay_plans.json`` is what this Relay
 stack plans now (the Relax tests compare their plans with it per ONNX node,
 ``tests/relax/test_routes.py``); every difference the project accepts is explained in
-``docs/routes.md``; preparation keeps every node's name; a plan says which exporter wrote its
+``docs/evidence/routes.md``; preparation keeps every node's name; a plan says which exporter wrote its
 graph."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from partition_lab.errors import PartitionLabError
 from partition_lab.schemas import load_schema
 
 RELAX_TESTS = Path(__file__).resolve().parent / "relax"
-DOCS = Path(__file__).resolve().parents[1] / "docs" / "routes.md"
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "evidence" / "routes.md"
 sys.path.insert(0, str(RELAX_TESTS))
 
 import models  # noqa: E402
@@ -46,9 +46,9 @@ def test_every_known_difference_is_explained_in_the_docs():
     text = DOCS.read_text()
     for entry in known_differences():
         assert entry["class"] in CLASSES
-        assert f"`{entry['id']}`" in text, f"docs/routes.md does not explain {entry['id']}"
+        assert f"`{entry['id']}`" in text, f"docs/evidence/routes.md does not explain {entry['id']}"
     for cls in CLASSES:
-        assert f"**{cls}**" in text, f"docs/routes.md does not explain the class {cls}"
+        assert f"**{cls}**" in text, f"docs/evidence/routes.md does not explain the class {cls}"
 
 
 @pytest.mark.parametrize(("before", "after", "found"), [

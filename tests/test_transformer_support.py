@@ -1,4 +1,4 @@
-"""The transformer support tables of docs/targets-reference.md §5, row by row, against what the
+"""The transformer support tables of docs/guide/targets-reference.md §5, row by row, against what the
 built-in targets decide, and the Tensor Core table's TVM columns against TVM 0.19 itself.
 
 A verdict cell reads ``✓`` or ``✗`` followed by "quoted" fragments of the reason. The neuron
@@ -21,7 +21,7 @@ from partition_lab.core.patterns import PATTERN_NAMES, PATTERNS, Pattern, find_u
 from partition_lab.targets import get_target
 from partition_lab.targets.shapes import dimension
 
-REFERENCE = Path(__file__).resolve().parents[1] / "docs" / "targets-reference.md"
+REFERENCE = Path(__file__).resolve().parents[1] / "docs" / "guide" / "targets-reference.md"
 NEURON_HEADING = "### 5.1 "
 TENSORCORE_HEADING = "### 5.2 "
 X = TensorType((1, 128, 768), "float32")

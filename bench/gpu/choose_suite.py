@@ -1,4 +1,4 @@
-"""Measured final choice on the H200 (issue 23): propose here, time and decide there, then check
+"""Measured final choice on the H200: propose here, time and decide there, then check
 the decision on a second, independent timing of the same candidates.
 
 ``prepare`` (here, no TVM: bundles carry the graph and the support): per bundle, the profiled

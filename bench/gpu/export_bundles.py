@@ -34,7 +34,7 @@ from partition_lab.errors import PlanError
 from partition_lab.executors.graph_io import Bundle, read_bundle, write_bundle
 
 STRATEGIES = ("greedy", "cost", "optimal", "all_cpu")
-#: ``--strategies all``: every registered strategy (the profiled evidence of issue 11).
+#: ``--strategies all``: every registered strategy (the profiled evidence).
 ALL_STRATEGIES = ("greedy", "min_size", "no_mac", "cost", "optimal", "all_cpu", "all_accel")
 TARGET = "tensorcore"
 BASELINE = "unpartitioned_gpu"

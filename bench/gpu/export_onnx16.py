@@ -1,4 +1,4 @@
-"""Export torchvision models with random weights to ONNX for the TVM-built plans (issue 22).
+"""Export torchvision models with random weights to ONNX for the TVM-built plans.
 
 Batch 16, 3x64x64, opset 17, ``weights=None`` (no downloads; the weights are seeded random:
 the plans are timed, not scored). Run with the main venv (torch + torchvision):

@@ -5,7 +5,7 @@ Reads the bundles (plans, predictions under the per-device roofline) and one or 
 runs, and writes ``<out>.md`` and ``<out>.json``: per model and plan, ops and regions per device
 (tensorcore / cuda / cpu), the crossings the executor made, predicted and measured times, the
 ratio to the unpartitioned graph on the GPU (from runs taken in turns, ``--interleave``), the
-ops on each device, numerics, and the checks of issue 10's goals.
+ops on each device, numerics, and the checks of the platform goals.
 
     .venv/bin/python bench/gpu/platforms_report.py --bundles .gpu_bundle/platforms \\
         --evidence bench/results/gpu_platforms_raw.json \\
@@ -231,7 +231,7 @@ def markdown(report: dict[str, Any]) -> str:
         "that the roofline prices (it predicts resnet50_v1_b32 at 4.8 ms with Tensor Core "
         "regions vs 10.0 ms all on CUDA cores; measured, both are the same kernels).",
         "",
-        "## The goals of issue 10",
+        "## The goals of the platform evidence",
         "",
         f"- **Batch 1: every strategy's plan within 10% of the unpartitioned graph on the GPU, "
         f"the ops Tensor Cores reject on the CUDA cores, not the host**: "

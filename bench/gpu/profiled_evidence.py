@@ -1,7 +1,7 @@
 """Time every distinct plan of every bundle end to end, all plans of one (model, platform) in turns
 (runs THERE, on the GPU machine; also here with --device cpu as a check).
 
-For the profiled-cost evidence of issue 11 (bundles from ``bench/gpu/replan_profiled.py``). Per
+For the profiled-cost evidence (bundles from ``bench/gpu/replan_profiled.py``). Per
 bundle: seeded synthetic weights, batch norms calibrated on the input, one
 :class:`~partition_lab.executors.torch_exec.PlanExecutor` per distinct plan (non-host devices on
 the GPU, the host on the CPU, every crossing a real copy), two warm-up runs each, then rounds in

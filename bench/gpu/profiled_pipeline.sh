@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 11 evidence, stages that run THERE (the GPU machine: torch, no TVM), from exported bundles.
+# The profiled-cost evidence, stages that run THERE (the GPU machine: torch, no TVM), from exported bundles.
 #
 #   profile DIR...   profile every bundle (ops alone + whole graphs) into $WORK/cache.json, then
 #                    plan every bundle under (a) the profile and (b) leave-one-model-out, 16 at once

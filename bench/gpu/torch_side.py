@@ -1,4 +1,4 @@
-"""The PyTorch side of issue 22: the TVM-built plans' names, as bundles for the executor (runs HERE).
+"""The PyTorch side of the TVM-built plans: the TVM-built plans' names, as bundles for the executor (runs HERE).
 
 ``bench/gpu/tvm_plans.py`` builds, per model and platform, the named plans of
 :func:`partition_lab.strategies.named.named_plans` with TVM (Relax) and times them. This script
@@ -78,7 +78,7 @@ def runnable(plans: list[NamedPlan]) -> tuple[list[NamedPlan], dict[str, str]]:
     """The plans a bundle can hold, and why each other one cannot: ``all_gpu`` and the cut
     plans put every op of their GPU part on one device whatever it supports (TVM builds any op
     for the GPU), but a bundle's plan must be valid (an op on a device that rejects it is not
-    read back). The CNNs of issue 22 have no such op on either platform."""
+    read back). The TVM-built plans' CNNs have no such op on either platform."""
     from partition_lab.errors import PlanError
 
     kept, left_out = [], {}

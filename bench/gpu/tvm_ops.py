@@ -1,4 +1,4 @@
-"""Op signatures built by TVM, timed one by one: a profile of TVM's kernels (issue 22, item 4).
+"""Op signatures built by TVM, timed one by one: a profile of TVM's kernels.
 
 ``build`` (here, Relax venv: apache-tvm 0.27 + partition_lab) collects every distinct op
 signature of the models' platform devices (``partition_lab.profiling.relax_ops``), builds them in

@@ -1,4 +1,4 @@
-"""Partition plans built by TVM, timed in turns: ``build`` here, ``run`` anywhere (issue 22.3).
+"""Partition plans built by TVM, timed in turns: ``build`` here, ``run`` anywhere.
 
 ``build`` (here, in the Relax venv: apache-tvm 0.27 + partition_lab) plans each model on each
 platform, builds every region of every plan with ``tvm.compile`` for its device (regions on GPU

@@ -1,5 +1,5 @@
-"""Plans built by TVM and timed on the GPU, against our predictions (issue 22, items 3 and 4;
-runs HERE in the main venv: needs no TVM, only the bundle's manifest, graphs and timings).
+"""Plans built by TVM and timed on the GPU, against our predictions (runs
+HERE in the main venv: needs no TVM, only the bundle's manifest, graphs and timings).
 
 Per model and platform (a row), every distinct plan that ``tvm_plans.py build`` built is priced
 again here from its device per op (``PartitionPlan.from_devices`` over the manifest's graph,

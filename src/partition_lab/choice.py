@@ -15,12 +15,12 @@ after an untimed one of the same plan, so that what ran before it does not count
    plan that beat greedy beyond those rounds' spread, in at least three of four of them (the
    75th percentile of its per-round ratio below 1); else greedy stays.
 
-Why two stages: on the H200 (``bench/results/gpu_choose.md``) the one-stage rule (three of four
+Why two stages: on the H200 (docs/evidence/results/gpu_choose.md) the one-stage rule (three of four
 of the very rounds that chose a plan) both kept plans that ran 1-1.3% slower than greedy when
 timed anew and left gains of 4-38% the choosing rounds had seen by median. Each set of
 executors carries a lasting offset of a few percent; rounds that did not select the plan remove
 the selection's winner's curse. ``tests/test_choice.py`` simulates such a machine, and
-``bench/gpu/choose_replay.py`` replays both rules on the H200 timings.
+a replay of both rules on the H200 timings is in docs/evidence/results/gpu_choose.md.
 
 The runner is the PyTorch plan executor
 (:class:`~partition_lab.executors.torch_exec.PlanExecutor`: non-host devices on ``device``,
@@ -66,7 +66,7 @@ SHORTLIST = 2
 SCREEN_SHARE = 0.5
 #: Untimed runs of a plan right before each timed one (``timed_in_turns(settle=)``): what
 #: ran before it must not slow it (the plan after an all-host plan did, by a median 7-9%;
-#: with one settling run, 3%: bench/results/gpu_choose.md).
+#: with one settling run, 3%: docs/evidence/results/gpu_choose.md).
 SETTLE_RUNS = 1
 #: ... and for at least this many seconds (``timed_in_turns(settle_s=)``).
 SETTLE_SECONDS = 0.0

@@ -8,7 +8,7 @@ reads as ``{ONNX node: [its ops]}``; each op is recorded by :func:`op_record`.
 A node *agrees* when its ops are on the same devices and carry the same reasons (code, deciding
 device and rule) on both sides. A node that does not is a *difference*, classified by
 :func:`classify` into one of :data:`CLASSES`; ``route_differences.json`` lists the differences
-the project knows and explains (``docs/routes.md``), and :func:`unexplained` finds the others.
+the project knows and explains (``docs/evidence/routes.md``), and :func:`unexplained` finds the others.
 """
 
 from __future__ import annotations
@@ -174,7 +174,7 @@ def _types(ops: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
 
 
 def known_differences(path: Path = KNOWN_FILE) -> list[dict[str, Any]]:
-    """The differences the project knows and ``docs/routes.md`` explains, each ``{id, class,
+    """The differences the project knows and ``docs/evidence/routes.md`` explains, each ``{id, class,
     onnx_ops, models, platforms, nodes, why}``: ONNX op types, models and nodes are lists of
     shell patterns (nodes default to all), platforms a list or ``"*"``."""
     return json.loads(path.read_text())["differences"]

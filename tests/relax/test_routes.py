@@ -1,5 +1,5 @@
 """The same ONNX file through Relax and through Relay: per ONNX node, the same devices and the
-same reasons, but for the differences ``route_differences.json`` lists (and ``docs/routes.md``
+same reasons, but for the differences ``route_differences.json`` lists (and ``docs/evidence/routes.md``
 explains). The Relay side is ``relay_plans.json`` (``relay_plans.py``, Relay venv); a new
 difference, or a listed one that is gone, fails here (see ``bench/routes.py`` for the report)."""
 
@@ -58,7 +58,7 @@ def test_plans_agree_per_onnx_node(name):
     every platform, or a difference route_differences.json lists."""
     new = unexplained(differences(name), KNOWN)
     assert not new, "Relay and Relax plans differ (fix it, or list and explain it in " \
-        "tests/relax/route_differences.json and docs/routes.md):\n" + \
+        "tests/relax/route_differences.json and docs/evidence/routes.md):\n" + \
         "\n".join(f"{d['platform']} {d['node']} ({d['onnx_op']}, {d['class']}): {d['detail']}"
                   for d in new)
 

@@ -317,7 +317,7 @@ on every device that supports it; --strategies narrows it to those strategies' p
 copies between memory spaces and the per-region and per-op overheads as the executor pays them,
 and merges them into the profile cache (schema "partition_lab.profile_cache/1"; default
 $PARTITION_LAB_CACHE/profile_cache.json). Signatures the cache already has for that device are
-not measured again (--force does). A bundle (.json.gz from bench/gpu/export_bundles.py) needs no
+not measured again (--force does). A bundle (.json.gz; docs/guide/profiling.md) needs no
 TVM: profile where the devices are. Runners: torch (the PyTorch executor's kernels; host-memory
 devices on the CPU, the others on --device), tvm-llvm (TVM's llvm backend here), tvm-rpc (the
 boards a TVM RPC tracker serves under --key: python -m tvm.exec.rpc_tracker, then

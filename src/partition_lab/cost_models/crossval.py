@@ -110,7 +110,7 @@ class CrossValidation:
                 "folds": {k: {m: list(v) for m, v in f.items()} for k, f in self.folds.items()}}
 
     def format(self) -> str:
-        """The errors as text tables (what ``bench/profile_cv.py`` prints)."""
+        """The errors as text tables (docs/evidence/results/profile_cv_h200.md shows them)."""
         lines = [f"protocol: {self.protocol}",
                  "errors are |ln(predicted / measured)|: 0.10 ~ 10%, 0.69 = 2x", ""]
         head = (f"{'device':<10} {'group':<8} {'n':>5} {'median':>7} {'p90':>6} {'rms':>6} "

@@ -52,12 +52,12 @@ IN_GRAPH_SIGMA = {"cpu": 0.25, "default": 0.05}
 #: :class:`~partition_lab.profiling.runners.GraphTiming`) when it runs in another plan.
 IN_GRAPH_MEASURED_SIGMA = 0.1
 #: Sigma shared by every op of a profiled device: its speed when a plan runs vs when it was
-#: profiled, measured on whole plans timed twice (``bench/results/gpu_stability.json``), not
+#: profiled, measured on whole plans timed twice (docs/evidence/results/gpu_ingraph.md), not
 #: fitted to the cost model's errors.
 DRIFT_SIGMA = 0.2
 #: Calibration of the stated sigmas, fitted on plans timed on one H200 instance (the suite's
-#: run 1) and checked on another (run 2) and leave-one-model-out (``bench/calibrate_sigma.py``,
-#: ``bench/results/sigma_calibration.json``): the factor that makes +-2 sd cover 95% of the
+#: run 1) and checked on another (run 2) and leave-one-model-out
+#: (docs/evidence/results/sigma_calibration.json, docs/guide/profiling.md): the factor that makes +-2 sd cover 95% of the
 #: measured gains over greedy (the robust rule's test), and of the plans' totals.
 GAIN_SIGMA_SCALE = 4.31
 TOTAL_SIGMA_SCALE = 2.24

@@ -6,12 +6,13 @@ date they came from (in the cost model's name, so in every summary and plan JSON
 line is :attr:`ShippedProfile.label`), and the ``cost``
 strategy as the default (``partition_lab.strategies.default_strategy``). Measurements of
 another machine are not the user's machine: they rank plans (plans built from this profile
-measured within a few percent of the best on the H200 it came from, docs/gpu-evidence.md) but
+measured within a few percent of the best on the H200 it came from, docs/evidence/gpu.md) but
 their absolute times are the H200's. ``partition-lab profile`` measures the user's own, and
 ``--profile-cache`` (``profile_cache=``) uses it instead; ``--profile NAME`` (``cost_model=``)
 or ``--no-shipped-profile`` (``shipped_profile=False``) prices with the roofline.
 
-The data file is written by ``bench/ship_profile.py`` from the project's H200 profile caches
+The data file is written by the benchmark suite's ``ship_profile.py`` from the project's H200
+profile caches
 (the source files are named in :attr:`ShippedProfile.sources`).
 """
 
@@ -72,7 +73,8 @@ SHIPPED: dict[str, ShippedProfile] = {
         machine="NVIDIA H200 (CUDA 13.0, cuDNN 9.19) with a 16-thread Intel Xeon host",
         measured="2026-12-01",
         runner="PyTorch executor (torch 2.11.0+cu130)",
-        sources=("bench/results/gpu_ingraph_cache.json", "bench/results/gpu_suite_cache.json"),
+        sources=("experiments/data/gpu_ingraph_cache.json.xz",
+                 "experiments/data/gpu_suite_cache.json.xz"),
         devices=("tensorcore", "cuda", "cpu"),
     ),
 }

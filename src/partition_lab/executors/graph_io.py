@@ -432,8 +432,8 @@ def read_bundle(path: str | Path) -> Bundle:
     except PlanError as err:
         raise PlanError(f"bundle {path}: {err}") from None
     except BundleFieldError as err:
-        raise PartitionLabError(f"bundle {path}: {err}; write it again with "
-                                "bench/gpu/export_bundles.py") from None
+        raise PartitionLabError(f"bundle {path}: {err}; export it again (docs/guide/"
+                                "profiling.md: profiling a bundle)") from None
     except (KeyError, TypeError, ValueError, IndexError, AttributeError) as err:
         # Hand-edited or cut JSON: say where, in one line, instead of a bare KeyError.
         what = f"key {err}" if isinstance(err, KeyError) else str(err).splitlines()[0]

@@ -23,7 +23,7 @@ def timed_in_turns(executors: Mapping[str, Any], inputs: Mapping[str, Any], roun
     ``settle``: untimed runs of a plan right before each of its timed runs. Rotation keeps the
     cyclic order, so one plan follows the same other plan in almost every round; on the H200 a
     plan run right after an all-host plan (the GPU idle meanwhile) measured a median 7-9% slower
-    than after a GPU plan (``bench/gpu/choose_report.py --carry-over``). With ``settle=1`` the
+    than after a GPU plan (docs/evidence/results/gpu_choose.md). With ``settle=1`` the
     timed run follows a run of the same plan, as it does when a model is served; on two later
     H200 instances that cut the penalty to a median 3%, not to zero.
 

@@ -9,8 +9,8 @@ and CUDA-core regions; ``neuron``'s regions, the GPU standing in for the acceler
 library is exported with ``export_library``; identical region modules (the same region in
 several plans) are built once. ``manifest.json`` lists, per model and platform, the plans with
 their regions in topological order, each region's input, output and weight tensor names, its
-device and its library. The driver (``bench/gpu/tvm_plans.py``: runtime-only TVM and numpy, no
-compiler) runs the regions in order and copies a tensor (``Tensor.copyto``) where it crosses
+device and its library. The benchmark suite's driver (docs/guide/relax.md: runtime-only TVM and numpy,
+no compiler) runs the regions in order and copies a tensor (``Tensor.copyto``) where it crosses
 devices.
 
 Weights (float constants of the prepared module) are lifted to inputs of the region

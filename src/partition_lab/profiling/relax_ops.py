@@ -15,7 +15,8 @@ function) for the per-call floor.
 
 ``manifest.json`` (:data:`FORMAT`) lists per library its functions: the signature, the op and
 its class, FLOPs and bytes, the argument shapes and dtypes, the (platform, device) pairs and the
-models it serves. ``bench/gpu/tvm_ops.py time`` times them on the device (runtime-only TVM) and
+models it serves. The benchmark suite's op timer (docs/guide/relax.md) times them on the device
+(runtime-only TVM) and
 :mod:`partition_lab.profiling.tvm_built` turns the timings into a profile cache.
 """
 

@@ -1,8 +1,8 @@
 """Timings of TVM-built kernels -> a profile cache. Needs no TVM.
 
 :mod:`partition_lab.profiling.relax_ops` builds every op signature of some models' platforms with
-TVM (``manifest.json``, format ``partition_lab.tvm_ops/1``); ``bench/gpu/tvm_ops.py time`` times
-each function on the device (runtime-only TVM). :func:`timings_to_cache` turns both into a
+TVM (``manifest.json``, format ``partition_lab.tvm_ops/1``); the benchmark suite's op timer times
+each function on the device (runtime-only TVM; docs/guide/relax.md). :func:`timings_to_cache` turns both into a
 profile cache (``partition_lab.profile_cache/1``) whose entries have the runner ``tvm-built``:
 one entry per role, ``tvm-built-gpu|<GPU>|tvm <version>|<target>`` (every non-host device of
 every platform: GPU code stands in for the accelerator) and ``tvm-built-host|<CPU>|...``, so
@@ -58,7 +58,7 @@ def _copy_curves(manifest: Mapping[str, Any], copies: Mapping[str, Any]) -> dict
     Every non-host memory (``gpu``, neuron's ``accel``) is the GPU here. Where the device's
     precision differs from the host's (``tensorcore``'s float32 host), the domain curve is the
     plain copy too: TVM's build keeps the prepared module's dtype on the host, it does not
-    cast at the crossing (docs/relax.md, "Not yet").
+    cast at the crossing (docs/guide/relax.md, "Not yet").
     """
     h2d, d2h = copies.get("host->gpu"), copies.get("gpu->host")
     if not h2d or not d2h:

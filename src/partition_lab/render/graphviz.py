@@ -27,7 +27,8 @@ MAX_CLUSTERS = 60
 
 ``dot``'s cluster layout grows far faster than linearly: on random DAGs whose support
 alternates, 43 clusters take 0.2 s, 67 take 1.6 s, 90 take 9 s, 110 take 31 s and 1,400 (a
-5,000-op graph) do not finish in hours (bench/bench_render_budget.py). Past this budget a
+5,000-op graph) do not finish in hours (``python -m bench run viz``;
+docs/evidence/performance.md). Past this budget a
 drawing is refused before ``dot`` starts; its DOT text (``.dot``) can still be written."""
 
 MAX_NODES = 2000

@@ -44,7 +44,7 @@ def default_strategy(*, profiled: bool) -> str:
 
     Why: priced from measurements, ``cost`` left greedy's plan only for plans that measured
     faster (never slower on 30 model x platform rows, three H200 instances, and within 5% of
-    the fastest strategy plan on 29 of them; bench/results/gpu_profiled.md). With the
+    the fastest strategy plan on 29 of them; docs/evidence/results/gpu_profiled.md). With the
     roofline's assumed figures its picks have measured slower than greedy's, so there the
     default stays TVM's rule.
     """

@@ -1,7 +1,7 @@
 """The named plans of one model on one platform, shared by the TVM-built and PyTorch timings.
 
 The same plans are timed twice: built by TVM (Relax, :func:`partition_lab.profiling.relax_build.
-model_plans`) and run by the PyTorch executor (``bench/gpu/torch_side.py``, Relay). Both sides
+model_plans`) and run by the PyTorch executor (Relay; docs/guide/relax.md). Both sides
 take their plans from :func:`named_plans`, so a name means the same device per op on both
 sides when the graphs are the same. No TVM here: only the graph, the support table and a cost
 model.

@@ -7,8 +7,8 @@ has a standard deviation, and so has the *difference* between two plans: only th
 changed device, the tensors whose copies changed and the regions that changed count towards it
 (what both plans share cancels out). Op, copy and region errors are taken as independent; an
 optional ``device_sigma(device)`` adds the error every op of a device shares (the machine's speed
-when the plan runs vs when it was profiled, ``bench/gpu/stability.py``), applied to the change
-in that device's busy time, so a move of many ops is not judged as if their errors averaged out.
+when the plan runs vs when it was profiled, docs/evidence/results/gpu_ingraph.md), applied to the
+change in that device's busy time, so a move of many ops is not judged as if their errors averaged out.
 Systematic errors beyond that (a profile 20% slow on every host op) are what ``min_gain`` is
 for. A cost model may calibrate what it states (``gain_sigma_scale``, ``total_sigma_scale``:
 factors fitted on measured plans; the profiled model's are in ``cost_models/profiled.py``).
