@@ -238,6 +238,8 @@ def test_cache_clear_removes_every_kind_but_the_measurements(
     assert main(["cache", "clear", "--kind", "profile"]) == 0
     assert "removed 1 profile entry" in capsys.readouterr().out
     assert not (root / "profile_cache.json").exists()
+    assert main(["cache", "clear"]) == 0
+    assert "profile" not in capsys.readouterr().out  # none left to keep
 
 
 def test_cache_clear_of_one_kind_leaves_the_others(root: Path,

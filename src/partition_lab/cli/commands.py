@@ -341,6 +341,6 @@ def _clear_cache(store: Any, names: list[str], every: bool) -> None:
               f"({format_bytes(sum(e.size for e in gone))})")
     for entry in kept:
         print(f"kept {entry.path}: a running process holds it")
-    if every:
+    if every and store.entries("profile"):
         print(f"kept the profile cache {store.profile_path()} (measurements: "
               f"'{PROG} cache clear --kind profile' removes it)")
