@@ -37,6 +37,7 @@ import fcntl
 import os
 import re
 import shutil
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -206,6 +207,7 @@ def max_bytes() -> int | None:
 
 # ------------------------------------------------------------------------------ use, holding
 _held: OrderedDict[str, int] = OrderedDict()  # path -> the open descriptor holding it
+_held_lock = threading.RLock()  # (loads may run in threads)
 
 
 def used(path: Path) -> None:
@@ -221,6 +223,11 @@ def hold(path: Path) -> bool:
     process exits, so that no other process evicts or clears it meanwhile. Waits while an
     eviction removes it (an instant), then holds what is at ``path`` now. False when nothing
     is there or the filesystem has no locks."""
+    with _held_lock:
+        return _hold(path)
+
+
+def _hold(path: Path) -> bool:
     key = os.fspath(path)
     if key in _held:
         with contextlib.suppress(OSError):
@@ -248,7 +255,8 @@ def hold(path: Path) -> bool:
 
 def release(path: Path) -> None:
     """Let go of this process's hold on ``path``, if any."""
-    fd = _held.pop(os.fspath(path), None)
+    with _held_lock:
+        fd = _held.pop(os.fspath(path), None)
     if fd is not None:
         os.close(fd)
 
