@@ -33,6 +33,9 @@ ZOO_CACHE = REPO_ROOT / ".cache" / "zoo"
 TESTS_DIR = Path(__file__).resolve().parent
 
 os.environ.setdefault("PARTITION_LAB_CACHE", str(ZOO_CACHE))
+# No size bound on the suite's own cache: evicting its zoo builds would make the next run cold
+# (tests/test_cache_store.py sets bounds of its own).
+os.environ.setdefault("PARTITION_LAB_CACHE_MAX_BYTES", "none")
 os.environ.setdefault("TOPHUB_LOCATION", "NONE")  # TVM builds would otherwise try a download
 # One TVM runtime thread: on a shared 2-core machine TVM's spinning worker threads make small
 # models run 10x slower than one thread does.

@@ -28,7 +28,7 @@ from partition_lab.cli import (
 )
 
 SVG = "{http://www.w3.org/2000/svg}"
-COMMANDS = ["viz", "partition", "compare", "profile", "targets", "zoo"]
+COMMANDS = ["viz", "partition", "compare", "profile", "targets", "zoo", "cache"]
 ZOO_SMALL = "zoo:simple_pose_resnet152_v1b:small"
 
 

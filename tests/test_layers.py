@@ -23,7 +23,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "src" / "partition_lab"
 #: Floors, lowest first: a module may import its own floor and any floor below it.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("errors", "_io", "_signals", "_audience", "_tvm_logs", "_optional", "_units", "_stages",
-     "_version", "progress", "_text", "_run_to_run",
+     "_version", "progress", "_text", "_run_to_run", "_cache_store",
      "schemas", "_outputs"),
     ("core",),
     # _torch_onnx: the torch -> ONNX export both IRs' loaders and the zoo share

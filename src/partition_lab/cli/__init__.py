@@ -1,4 +1,5 @@
-"""The ``partition-lab`` command line: viz, partition, compare, profile, targets, zoo.
+"""The ``partition-lab`` command line: viz, partition, compare, profile, targets, zoo,
+cache.
 
 Every command exits 0 on success and 2 on any error, which it reports as one line
 ``partition-lab: error: <message>`` on stderr (``--debug`` adds the traceback), 130 on Ctrl-C

@@ -292,3 +292,55 @@ def run_zoo(args: argparse.Namespace) -> int:
             why = "it needs MXNet and the Relay stack" if relax else "MXNet is not installed"
             print(f"  here: {why}" + (f"; use {twin}" if twin else ""))
     return 0
+
+
+def run_cache(args: argparse.Namespace) -> int:
+    """``partition-lab cache [info|clear] [--kind K]``: where the user cache is, its bound and
+    its size per kind; or remove its entries (all evictable kinds, or one kind)."""
+    from .. import _cache_store as store
+
+    names = [args.kind] if args.kind else list(store.KINDS)
+    if args.action == "clear":
+        _clear_cache(store, names, every=not args.kind)
+    else:
+        _show_cache(store, names)
+    return 0
+
+
+def _show_cache(store: Any, names: list[str]) -> None:
+    from .._io import CACHE_ENV
+    from .._units import format_bytes
+
+    limit = store.max_bytes()
+    bound = "none" if limit is None else format_bytes(limit)
+    print(f"cache: {store.cache_home()} (${CACHE_ENV} sets it)")
+    print(f"bound: {bound} (${store.MAX_BYTES_ENV}; 0 or none: no bound); past it the least "
+          "recently used entries are removed after each write")
+    rows = [(name, store.entries(name)) for name in names]
+    print(f"{'kind':<10} {'entries':>7} {'size':>9}  where")
+    for name, found in rows:
+        root = store.KINDS[name].root()
+        where = root / store.PROFILE_FILE if name == "profile" else root
+        note = "" if store.KINDS[name].evictable else "  (never evicted)"
+        print(f"{name:<10} {len(found):>7} {format_bytes(sum(e.size for e in found)):>9}  "
+              f"{where}{note}")
+    total = sum(e.size for _, found in rows for e in found)
+    print(f"{'total':<10} {sum(len(found) for _, found in rows):>7} {format_bytes(total):>9}")
+
+
+def _clear_cache(store: Any, names: list[str], every: bool) -> None:
+    """Remove the entries of ``names``; without --kind, the measurements (profile) stay."""
+    from .._units import counted, format_bytes
+
+    if every:
+        names = [name for name in names if store.KINDS[name].evictable]
+    removed, kept = store.clear(names)
+    for name in names:
+        gone = [e for e in removed if e.kind == name]
+        print(f"removed {counted(len(gone), f'{name} entry', f'{name} entries')} "
+              f"({format_bytes(sum(e.size for e in gone))})")
+    for entry in kept:
+        print(f"kept {entry.path}: a running process holds it")
+    if every and store.entries("profile"):
+        print(f"kept the profile cache {store.profile_path()} (measurements: "
+              f"'{PROG} cache clear --kind profile' removes it)")

@@ -10,6 +10,7 @@ from .. import __version__, strategies
 from ..targets import available_targets
 from ..zoo import example_spec, mxnet_installed
 from .commands import (
+    run_cache,
     run_compare,
     run_partition,
     run_profile,
@@ -118,7 +119,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     _add_common(parser, None)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for add in (_add_viz, _add_partition, _add_compare, _add_profile, _add_targets, _add_zoo):
+    for add in (_add_viz, _add_partition, _add_compare, _add_profile, _add_targets, _add_zoo,
+                _add_cache):
         add(commands)
     return parser
 
@@ -387,6 +389,24 @@ def _add_zoo(commands: Any) -> None:
                 f"partition-lab viz {example_spec('fcn_resnet101_ade')} --target neuron",
                 "partition-lab viz tv:simple_pose_resnet152:small --target neuron@2020"],
                run_zoo)
+
+
+def _add_cache(commands: Any) -> None:
+    from .._cache_store import KINDS, MAX_BYTES_ENV
+
+    sub = _subparser(
+        commands, "cache", "show the user cache (where, its bound, its size per kind) or clear it",
+        ["partition-lab cache", "partition-lab cache clear",
+         "partition-lab cache clear --kind converted"], run_cache,
+        extra="Kinds: converted (converted models), prepared (prepared modules), zoo (built zoo "
+              "models),\nprofile (the profile cache: measurements; never evicted, and 'clear' "
+              "removes it only with\n--kind profile). $PARTITION_LAB_CACHE sets the folder, "
+              f"${MAX_BYTES_ENV} its bound\n(2GB, 500MB; 0 or none: no bound).\n\n")
+    sub.add_argument("action", nargs="?", choices=("info", "clear"), default="info",
+                     help="info (default): where the cache is and what it holds; clear: remove "
+                          "its entries")
+    sub.add_argument("--kind", choices=list(KINDS), metavar="KIND",
+                     help=f"only this kind ({', '.join(KINDS)}); default every kind")
 
 
 # ---------------------------------------------------------------------------------- inputs

@@ -32,7 +32,8 @@ from typing import Any, NoReturn
 
 import filelock
 
-from .._io import cache_root, check_regular_file, user_cache_dir, write_json_atomic
+from .._cache_store import profile_path
+from .._io import check_regular_file, write_json_atomic
 from ..core.ops import OP_CLASSES
 from ..errors import ProfileError
 
@@ -81,8 +82,7 @@ def now_iso() -> str:
 def default_cache_path() -> Path:
     """``$PARTITION_LAB_CACHE/profile_cache.json`` (default: the user cache folder,
     ``~/.cache/partition_lab`` on Linux; see :func:`partition_lab._io.user_cache_dir`)."""
-    root = cache_root(user_cache_dir())  # "" means unset, as for the zoo
-    return root / "profile_cache.json"
+    return profile_path()  # PARTITION_LAB_CACHE="" means unset, as for the zoo
 
 
 @dataclass

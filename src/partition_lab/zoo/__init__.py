@@ -57,8 +57,9 @@ from typing import Any, Literal
 
 import numpy as np
 
+from .. import _cache_store
 from .._audience import option, shapes_hint
-from .._io import CACHE_ENV, cache_root, user_cache_dir  # noqa: F401  (CACHE_ENV: tests and docs name it here)
+from .._io import CACHE_ENV  # noqa: F401  (tests and docs name it here)
 from .._optional import MissingDependencyError, relax_only, require_mxnet
 from ..errors import InputShapeError, ModelFormatError, UnsupportedOperatorError
 from ._build import discard, is_intact, remove_stale_parts
@@ -193,7 +194,7 @@ def cache_dir(built_with: str = "mxnet") -> Path:
     """The versioned directory holding the files of the zoo's models built with MXNet (or, with
     ``built_with="torch"``/``"transformers"``, of the torchvision/Hugging Face builds); not
     created here."""
-    root = cache_root(user_cache_dir() / "zoo")
+    root = _cache_store.zoo_root()
     key = _version_key() if built_with == "mxnet" else _torch_version_key(built_with)
     return root / key
 
@@ -213,6 +214,7 @@ def mxnet_paths(name: str, *, small: bool = False) -> tuple[Path, Path]:
         from ._build import build_mxnet_files
 
         build_mxnet_files(zoo_entry, small, symbol_path, params_path)
+        _cache_store.stored(folder)
     return symbol_path, params_path
 
 
@@ -251,11 +253,12 @@ def onnx_path(name: str, *, small: bool = False,
                     f"{_label(name, small)} cannot take {_shapes_text(shapes)}: exporting it at "
                     f"those shapes failed ({_cause(exc)}); its own inputs are "
                     f"{_shapes_text(zoo_entry.shapes(small))}") from exc
-            return path
-        from ._build import build_onnx_file
+        else:
+            from ._build import build_onnx_file
 
-        symbol_path, params_path = mxnet_paths(name, small=small)
-        build_onnx_file(zoo_entry, small, symbol_path, params_path, path)
+            symbol_path, params_path = mxnet_paths(name, small=small)
+            build_onnx_file(zoo_entry, small, symbol_path, params_path, path)
+        _cache_store.stored(path.parent)
     return path
 
 
@@ -445,11 +448,17 @@ def _model_dir(name: str, small: bool) -> Path:
     stem = _file_stem(name)
     folder = cache_dir(entry(name).built_with) / (f"{stem}-small" if small else stem)
     folder.mkdir(parents=True, exist_ok=True)
+    # Held from here on (and its use recorded), so that no other process evicts the files
+    # this one reads or builds; made again when an eviction took it meanwhile.
+    _cache_store.used(folder)
+    if not folder.is_dir():
+        folder.mkdir(parents=True, exist_ok=True)
+        _cache_store.hold(folder)
     remove_stale_parts(folder)
     return folder
 
 
-def _version_key() -> str:
+def _version_key() -> str:  # "v<N>-...": the form _cache_store knows version folders by
     try:
         mxnet_version = metadata.version("mxnet")
     except metadata.PackageNotFoundError:

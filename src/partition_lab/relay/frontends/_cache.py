@@ -70,7 +70,8 @@ import numpy as np
 import tvm
 from tvm import relay
 
-from ..._io import cache_root, special_file_kind, write_atomic
+from ... import _cache_store
+from ..._io import special_file_kind, write_atomic
 from ..._stages import stage
 from ...core.hazards import NumericHazard
 from ..relay_graph import array_items, object_key
@@ -108,8 +109,9 @@ _reads: contextvars.ContextVar[list[Path] | None] = contextvars.ContextVar("read
 
 def cache_dir(kind: str = "converted") -> Path:
     """Where entries live: ``$PARTITION_LAB_CACHE/converted`` (``prepared`` for the prepared
-    modules; not created here)."""
-    return cache_root(Path.home() / ".cache" / "partition_lab") / kind
+    modules; default in the user cache folder, :func:`partition_lab._cache_store.cache_home`;
+    not created here)."""
+    return _cache_store.KINDS[kind].root()
 
 
 def _entry_path(kind: str, key: str) -> Path:
@@ -422,6 +424,7 @@ def _write(entry: Path, magic: bytes, fields: dict[str, Any], module: bytes,
     head = json.dumps(header, sort_keys=True).encode("utf-8")
     entry.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(entry, magic + _LENGTH.pack(len(head)) + head + module + weights)
+    _cache_store.stored(entry)  # the cache's size bound: least recently used entries go
 
 
 def peek_entry(entry: Path, folder: Path) -> dict[str, Any] | None:
@@ -447,7 +450,10 @@ def peek_entry(entry: Path, folder: Path) -> dict[str, Any] | None:
                 return None
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    return header if isinstance(header, dict) else None
+    if not isinstance(header, dict):
+        return None
+    _cache_store.used(entry)
+    return header
 
 
 def read_entry(entry: Path, folder: Path) -> Loaded | None:
@@ -464,7 +470,7 @@ def _read(entry: Path, decode: Callable[[bytes], Any]) -> Any:
     except OSError:
         return None
     try:
-        return decode(data)
+        decoded = decode(data)
     except _Mismatch as mismatch:  # read back whole, but not what was computed: a bug
         _forget(entry)
         _mismatch(entry, str(mismatch))
@@ -472,6 +478,8 @@ def _read(entry: Path, decode: Callable[[bytes], Any]) -> Any:
     except Exception:  # noqa: BLE001  (any failure to read back means: do not trust it)
         _forget(entry)
         return None
+    _cache_store.used(entry)  # a hit: the entry is the most recently used, and held
+    return decoded
 
 
 def _verify_converted(entry: Path, folder: Path, loaded: Loaded) -> None:
