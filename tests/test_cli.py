@@ -11,6 +11,7 @@ import json
 import re
 import shutil
 import subprocess
+import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -308,3 +309,123 @@ def test_profile_then_plan_from_the_measurements(tmp_path, capsys):
     broken.write_text('{"schema": "something else"}')
     code, _, err = run(["compare", "zoo:tiny_yolo_v2:small", "--profile-cache", broken], capsys)
     assert code == 2 and len(err.strip().splitlines()) == 1 and "broken.json" in err
+
+
+# ----------------------------------------------------------------- from any folder, newcomers
+def test_bundled_examples_run_from_an_empty_folder(tiny_onnx, tmp_path, monkeypatch, capsys):
+    """example:NAME is the package's file, whatever the current folder holds."""
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run(["targets", "example:npu_dsp_cpu"], capsys)
+    assert code == 0, err
+    assert out.startswith("platform npu_dsp_cpu:") and "Compiler='dsp'" in out
+    code, out, err = run(["viz", tiny_onnx, "--target", "example:npu_dsp_cpu", "--expand"],
+                         capsys)
+    assert code == 0, err
+    assert out.splitlines()[0] == "wrote tiny.npu_dsp_cpu.greedy.svg"  # no colon in the name
+    code, out, err = run(["partition", tiny_onnx, "--target", "example:npu"], capsys)
+    assert code == 0, err
+    assert out.startswith("tiny on npu (greedy)")
+    listing = run(["targets"], capsys)[1]
+    assert all(f"example:{name} " in listing
+               for name in ("npu_dsp_cpu", "npu", "dsp", "mac_npu", "neuron_resize"))
+
+
+def test_a_missing_target_file_points_to_the_bundled_examples(tiny_onnx, tmp_path, monkeypatch,
+                                                              capsys):
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run(["viz", tiny_onnx, "--target", "examples/platforms/npu_dsp_cpu.toml"],
+                       capsys)
+    assert_one_line_error(code, err, "no such target file", "example:npu_dsp_cpu",
+                          "works from any folder")
+    code, _, err = run(["viz", tiny_onnx, "--target", "mine.toml"], capsys)
+    assert_one_line_error(code, err, "mine.toml: no such target file", "example:npu_dsp_cpu",
+                          "example:neuron_resize", "targets/examples")
+    code, _, err = run(["viz", tiny_onnx, "--target", "example:npu_dsp_cpo"], capsys)
+    assert_one_line_error(code, err, "no bundled example example:npu_dsp_cpo",
+                          "did you mean 'example:npu_dsp_cpu'?")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_every_bundled_example_is_package_data_and_linked_from_examples():
+    """setup.cfg's package_data takes every bundled file into the wheel, and the repository's
+    examples/ links to the package's files rather than holding copies."""
+    import configparser
+    from fnmatch import fnmatch
+
+    from partition_lab.targets.bundled import FOLDER, example_names
+
+    config = configparser.ConfigParser()
+    config.read(Path(__file__).resolve().parents[1] / "setup.cfg")
+    patterns = config["options.package_data"]["partition_lab"].split()
+    package = FOLDER.parents[1]
+    files = sorted(p for p in FOLDER.iterdir() if p.is_file())
+    assert [p.stem for p in files] == example_names() and len(files) == 5
+    for path in files:
+        assert any(fnmatch(path.relative_to(package).as_posix(), p) for p in patterns), path
+    examples = Path(__file__).resolve().parents[1] / "examples"
+    for link in (*examples.glob("platforms/*.*"), *examples.glob("targets/*.t*"),
+                 *examples.glob("targets/*.json")):
+        assert link.is_symlink() and link.resolve().parent == FOLDER.resolve(), link
+
+
+def test_the_bundled_examples_docstring_holds():
+    import doctest
+
+    from partition_lab.targets import bundled
+
+    result = doctest.testmod(bundled)
+    assert result.attempted >= 2 and result.failed == 0
+
+
+def test_a_typo_in_a_zoo_name_says_the_close_one_in_one_line(capsys):
+    from partition_lab import zoo
+
+    unlisted = zoo.evaluation_names()
+    code, _, err = run(["viz", "tv:resnet51"], capsys)
+    assert_one_line_error(code, err, "no zoo model named 'tv:resnet51'",
+                          "did you mean 'tv:resnet50'?", "'partition-lab zoo' lists")
+    assert not any(name in err for name in unlisted) and "tv:swin_t" not in err
+    code, _, err = run(["viz", "zoo:resnet51_v1"], capsys)
+    assert_one_line_error(code, err, "did you mean 'zoo:resnet50_v1'?")
+    code, _, err = run(["viz", "hf:bert"], capsys)  # nothing close: the hf: models, listed
+    assert_one_line_error(code, err, "the hf: models are hf:bert_base, hf:distilbert;")
+    assert "tv:" not in err and not any(name in err for name in unlisted)
+    code, _, err = run(["viz", "mx:resnet50"], capsys)  # not a prefix: a file, but close to one
+    assert_one_line_error(code, err, "does not exist", "the bundled model 'tv:resnet50'")
+    code, _, err = run(["viz", "resnet50.onnx"], capsys)  # a file gone astray: no zoo guess
+    assert_one_line_error(code, err, "does not exist")
+    assert "bundled model" not in err
+
+
+def test_zoo_marks_the_hf_models_where_transformers_is_missing(monkeypatch, capsys):
+    """As it marks the gluoncv builds without MXNet: one 'here:' line saying what to install."""
+    from partition_lab import zoo
+
+    monkeypatch.setitem(sys.modules, "transformers", None)  # as where it is not installed
+    out = run(["zoo"], capsys)[1]
+    blocks = {b.split("\n", 1)[0]: b for b in re.split(r"\n(?=\S)", out)}
+    for name in zoo.transformers_names():
+        assert "here: building it needs transformers, which is not installed: pip install '." \
+            in blocks[name] and ",hf]'" in blocks[name], blocks[name]
+    assert "building it needs" not in blocks["tv:resnet50"]
+    monkeypatch.delitem(sys.modules, "transformers")
+    if zoo.missing_packages("hf:bert_base"):
+        pytest.skip("transformers is not installed here")
+    assert "building it needs" not in run(["zoo"], capsys)[1]
+
+
+def test_the_help_says_what_viz_writes_and_prints(tiny_onnx, tmp_path, capsys):
+    top = " ".join(run(["--help"], capsys)[1].split())
+    assert "zoo list the bundled models (use them as tv:NAME, hf:NAME or, with MXNet, zoo:NAME)" \
+        in top
+    viz = " ".join(run(["viz", "--help"], capsys)[1].split())
+    assert "interactive HTML view" in viz and "-o NAME.html writes the interactive view" in viz
+    assert ("Prints the file written, the summary's first line (the model, target, strategy, "
+            "regions and ops per device) and the predicted total") in viz
+    html = tmp_path / "tiny.html"
+    code, out, err = run(["viz", tiny_onnx, "-o", html], capsys)
+    assert code == 0, err
+    assert "<html" in html.read_text()[:500].lower()
+    wrote, summary, total = out.splitlines()  # what the help says, in that order
+    assert wrote == f"wrote {html}" and summary.startswith("tiny on neuron")
+    assert total.startswith("predicted total: ")

@@ -112,6 +112,25 @@ def test_tvm_is_in_the_stack_extras_only():
     assert not {"apache-tvm", "apache-tvm-ffi"} & set(relay)
 
 
+def test_the_hf_extra_installs_transformers_as_tested_and_the_torch_extras_torch():
+    """hf:NAME models need transformers, at the version the tests run, and torch to export."""
+    hf = {r.name: r for r in _extra("hf")}
+    assert sorted(hf) == ["torch", "transformers"]
+    assert hf["transformers"].specifier == {r.name: r for r in _extra("test")}[
+        "transformers"].specifier
+    assert hf["torch"].specifier == {r.name: r for r in _extra("torch")}["torch"].specifier
+
+
+def test_missing_transformers_names_the_hf_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "transformers", None)
+    with pytest.raises(MissingDependencyError) as err:
+        _optional.require_transformers("the zoo model 'hf:bert_base'")
+    message = str(err.value)
+    assert message.startswith("the zoo model 'hf:bert_base' needs transformers, which is not "
+                              "installed; pip install '.[")
+    assert f"[{_optional.stack_extra()},hf]'" in message and "\n" not in message
+
+
 def test_the_relax_tests_extra_has_the_cpu_torch_and_no_tvm():
     """make test-relax installs .[relax,test-relax]: torch 2.13.0 (its CPU wheel lies on this
     workplace's disk for Python 3.11) and pytest; no torchvision, no TVM 0.19."""

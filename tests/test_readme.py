@@ -6,14 +6,14 @@ block runs, in the order of the page, in one empty folder, with this interpreter
 is an HTML comment ``<!-- not-run: WHY -->`` (installs, the Makefile's own targets), and a block
 after ``<!-- mxnet -->`` runs only where MXNet imports (Python 3.11 with the extra). ``bash``
 blocks run under ``bash -e -o pipefail``; ``console`` blocks run their ``$ `` lines.
-``examples/`` is copied into the folder, since the page points to its files by relative path.
+Nothing of the repository is copied into the folder: a reader runs the page from wherever they
+are, so the example target and platform files it uses are the package's (``example:NAME``).
 """
 
 from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -25,6 +25,8 @@ from partition_lab._optional import MXNET_FIX
 REPO_ROOT = Path(__file__).resolve().parents[1]
 README = REPO_ROOT / "README.md"
 RUNNABLE = ("bash", "python", "console")
+#: Folders of the repository that a block may not read from: it runs outside the checkout.
+REPO_FOLDERS = ("examples/", "src/", "bench/", "tests/", "docs/")
 # A fence with its language, and the line before it (where a marker comment stands).
 FENCE = re.compile(r"(?:^(?P<marker><!--[^\n]*-->)\n)?^```(?P<lang>\w*)\n(?P<body>.*?)^```$",
                    re.M | re.S)
@@ -96,8 +98,16 @@ def test_the_convention_finds_the_tour() -> None:
     assert markers <= {"<!-- not-run", "<!-- mxnet -->"}, markers
 
 
+def test_no_runnable_block_reads_a_file_of_the_repository() -> None:
+    """The blocks run in an empty folder (below), so a path into the checkout would fail there;
+    this says which block and which path, without running anything."""
+    for block in readme_blocks(README.read_text(encoding="utf-8")):
+        if block.runs:
+            found = [folder for folder in REPO_FOLDERS if re.search(rf"(?<![\w.]){folder}", block.code)]
+            assert not found, f"README line {block.line} names {found} of the repository"
+
+
 def test_every_command_block_of_the_readme_runs(tmp_path: Path) -> None:
-    shutil.copytree(REPO_ROOT / "examples", tmp_path / "examples")
     env = environment()
     problem = mxnet_problem()
     for block in readme_blocks(README.read_text(encoding="utf-8")):

@@ -48,12 +48,29 @@ def test_names_and_info() -> None:
     assert zoo.info("matmul_fp16_x100").dtype == "float16"
 
 
-def test_unknown_model_lists_known_ones() -> None:
+def test_unknown_model_names_the_close_one_or_the_listed_ones_of_its_kind() -> None:
     with pytest.raises(UnknownModelError) as err:
         zoo.info("resnet51")
-    assert "resnet51" in str(err.value) and "resnet50_v1" in str(err.value)
-    with pytest.raises(UnknownModelError):
-        zoo.load("yolo3")
+    assert str(err.value) == ("no zoo model named 'resnet51' (did you mean 'resnet50_v1'?); "
+                              "partition_lab.zoo.names(), torchvision_names() and "
+                              "transformers_names() list the bundled models")
+    with pytest.raises(UnknownModelError) as err:
+        zoo.load("tv:resnet_fifty")
+    text = str(err.value)
+    # Nothing close: the tv: models the listing shows, and only those.
+    assert f"the tv: models are {', '.join(zoo.torchvision_names())};" in text
+    assert not any(name in text for name in ALL + EVALUATION + zoo.transformers_names())
+    with pytest.raises(UnknownModelError, match=r"did you mean 'ssd_512_resnet50_v1_voc'\?"):
+        zoo.info("ssd_512_resnet50_v1_vco")  # an evaluation model loads, so it is suggested
+
+
+def test_missing_packages_are_found_without_importing_them(monkeypatch) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "transformers", None)  # blocked: as if not installed
+    assert zoo.missing_packages("hf:bert_base") == ["transformers"]
+    assert "transformers" not in zoo.missing_packages("tv:resnet50")
+    assert zoo.missing_packages("resnet50_v1") == []  # MXNet is mxnet_installed()'s question
 
 
 def check_module(name: str, small: bool, frontend: str) -> tvm.IRModule:

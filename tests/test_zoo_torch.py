@@ -265,7 +265,7 @@ def test_hugging_face_builds_without_transformers_fail_in_one_line(tmp_path, mon
         zoo.onnx_path("hf:distilbert", small=True)
     message = str(missing.value)
     assert "\n" not in message and "'hf:distilbert' needs transformers" in message
-    assert "pip install transformers" in message
+    assert "pip install '." in message and ",hf]'" in message  # the [hf] extra
     assert not list(tmp_path.rglob("*.onnx"))
 
 

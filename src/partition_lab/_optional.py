@@ -18,9 +18,10 @@ from types import ModuleType
 
 from .errors import PartitionLabError
 
-__all__ = ["MXNET_FIX", "MissingDependencyError", "RELAX_FIX", "RELAY_FIX", "TRANSFORMERS_FIX",
-           "TVM_FIX", "pip_install", "relax_only", "require_mxnet", "require_transformers",
-           "require_tvm", "stack_extra", "torch_fix", "tvm_has_relay", "tvm_installed"]
+__all__ = ["MXNET_FIX", "MissingDependencyError", "RELAX_FIX", "RELAY_FIX", "TVM_FIX",
+           "is_installed", "pip_install", "relax_only", "require_mxnet", "require_transformers",
+           "require_tvm", "stack_extra", "torch_fix", "transformers_fix", "tvm_has_relay",
+           "tvm_installed"]
 
 
 def pip_install(extras: str) -> str:
@@ -33,9 +34,6 @@ def pip_install(extras: str) -> str:
 _FROM_A_CLONE = "in a clone of partition_lab"
 #: MXNet reads its models through Relay's MXNet frontend: it goes with the Relay stack.
 MXNET_FIX = f"{pip_install('relay,mxnet')} {_FROM_A_CLONE} (Python 3.11 only)"
-#: transformers builds the zoo's hf: models (BERT-base, DistilBERT); it is in the test extra
-#: only, not a dependency of the package.
-TRANSFORMERS_FIX = "pip install transformers==5.23.0 (it is in partition-lab's test extra)"
 #: apache-tvm >= 0.20 (the Relax adapter, partition_lab.relax) and the pinned TVM 0.19 wheel both
 #: install the module ``tvm``: each stack lives in an environment of its own.
 RELAX_FIX = (f"in a new venv, {pip_install('relax')} {_FROM_A_CLONE} (make test-relax builds "
@@ -86,14 +84,15 @@ def require_mxnet(what: str, *, gluoncv: bool = False) -> ModuleType:
         raise MissingDependencyError(_missing_message(what, "MXNet"), name="mxnet") from exc
     except Exception as exc:  # MXNet 1.9.1 beside numpy >= 1.24 raises AttributeError (np.bool)
         raise MissingDependencyError(_broken_message(what, exc), name="mxnet") from exc
-    if gluoncv and not _installed("gluoncv"):
+    if gluoncv and not is_installed("gluoncv"):
         raise MissingDependencyError(_missing_message(what, "gluoncv"), name="gluoncv")
     return module
 
 
 def require_transformers(what: str) -> ModuleType:
     """Import Hugging Face ``transformers`` for ``what``, or raise a one-line
-    :class:`MissingDependencyError` naming the fix (it is not a dependency of the package).
+    :class:`MissingDependencyError` naming the fix (the ``[hf]`` extra; not a dependency of the
+    package).
 
     >>> transformers = require_transformers("the zoo model 'hf:bert_base'")  # doctest: +SKIP
     """
@@ -104,9 +103,9 @@ def require_transformers(what: str) -> ModuleType:
             first_line = (str(exc).splitlines() or [""])[0]
             raise MissingDependencyError(
                 f"{what} needs transformers, which is installed but does not import "
-                f"({first_line}); {TRANSFORMERS_FIX}", name="transformers") from exc
+                f"({first_line}); {transformers_fix()}", name="transformers") from exc
         raise MissingDependencyError(f"{what} needs transformers, which is not installed; "
-                                     f"{TRANSFORMERS_FIX}", name="transformers") from exc
+                                     f"{transformers_fix()}", name="transformers") from exc
 
 
 def _running_python() -> tuple[int, int]:
@@ -128,7 +127,9 @@ def _broken_message(what: str, exc: BaseException) -> str:
             f"({type(exc).__name__}: {first_line}); MXNet 1.9.1 needs numpy < 1.24: {MXNET_FIX}")
 
 
-def _installed(name: str) -> bool:
+def is_installed(name: str) -> bool:
+    """Whether the module ``name`` can be found, without importing it (an import of torch or
+    transformers takes seconds); False for a module blocked by a None in ``sys.modules``."""
     # A None entry in sys.modules marks a module as blocked (find_spec raises on it).
     if name in sys.modules:
         return sys.modules[name] is not None
@@ -160,6 +161,12 @@ def stack_extra() -> str:
 def torch_fix() -> str:
     """How to add PyTorch (and torchvision) to the stack installed here."""
     return f"{pip_install(stack_extra() + ',torch')} {_FROM_A_CLONE} (torch and torchvision)"
+
+
+def transformers_fix() -> str:
+    """How to add transformers (and torch), which build the zoo's hf: models, to the stack
+    installed here."""
+    return f"{pip_install(stack_extra() + ',hf')} {_FROM_A_CLONE} (transformers and torch)"
 
 
 def tvm_has_relay() -> bool:

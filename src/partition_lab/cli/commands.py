@@ -15,12 +15,16 @@ from .._stages import stage
 from ..errors import PartitionLabError
 from ..progress import Progress
 from ..targets import available_targets, get_platform
+from ..targets.bundled import FOLDER as EXAMPLES_FOLDER
+from ..targets.bundled import PREFIX as EXAMPLE_PREFIX
+from ..targets.bundled import example_specs
 from .jobs import (
     MODEL_HELP,
     PROG,
     Job,
     UsageError,
     check_gate,
+    check_not_a_zoo_typo,
     gate_status,
     is_zoo_model,
     load,
@@ -66,7 +70,8 @@ def run_viz(args: argparse.Namespace) -> int:
 
 def _default_drawing_name(job: Job) -> str:
     stem = model_label(job.model).replace(" (small)", "-small").replace(":", "_")
-    target = Path(job.target).stem if job.target.endswith((".toml", ".json")) else job.target
+    target = Path(job.target).stem if job.target.endswith((".toml", ".json")) else \
+        job.target.removeprefix(EXAMPLE_PREFIX)  # no colon in the file name
     return f"{stem}.{target}.{job.strategy}.svg"
 
 
@@ -197,6 +202,7 @@ def run_profile(args: argparse.Namespace) -> int:
 
         relax.check_profile(args, bundle)
     if not bundle and not is_zoo_model(model) and not Path(model).exists():
+        check_not_a_zoo_typo(model)  # resnet50: did you mean tv:resnet50?
         raise PartitionLabError(f"model {model} does not exist ({MODEL_HELP})")
     if is_zoo_model(model):
         from .. import zoo
@@ -252,24 +258,32 @@ def run_targets(args: argparse.Namespace) -> int:
         for device in platform.accelerators:
             print(device.target.describe())
         return 0
-    names = available_targets()
-    width = max(map(len, names))
+    names, examples = available_targets(), example_specs()
+    width = max(map(len, names + examples))
     for name in names:
-        platform = get_platform(name)
-        # The first clause of each accelerator's description says what it is (neuron-cc's
-        # release); the rest is its op list, which 'targets NAME' shows.
-        what = "; ".join(d.target.description.split(":")[0].split(";")[0]
-                        for d in platform.accelerators)
-        print(f"{name:<{width}}  {', '.join(platform.names)}" + (f": {what}" if what else ""))
+        _target_line(name, width)
+    print(f"\nbundled example files (in {EXAMPLES_FOLDER}; copy one to start your own):")
+    for name in examples:
+        _target_line(name, width)
     print(f"\n'{PROG} targets NAME' shows a target's devices and rules; a TOML/JSON target or "
           "platform file works wherever a name does")
     return 0
 
 
+def _target_line(name: str, width: int) -> None:
+    """One platform: its name, its devices and what each accelerator is."""
+    platform = get_platform(name)
+    # The first clause of each accelerator's description says what it is (neuron-cc's
+    # release); the rest is its op list, which 'targets NAME' shows.
+    what = "; ".join(d.target.description.split(":")[0].split(";")[0]
+                    for d in platform.accelerators)
+    print(f"{name:<{width}}  {', '.join(platform.names)}" + (f": {what}" if what else ""))
+
+
 def run_zoo(args: argparse.Namespace) -> int:
     """``partition-lab zoo``: the bundled models, their inputs and the story each tells."""
     from .. import zoo
-    from .._optional import relax_only
+    from .._optional import relax_only, torch_fix, transformers_fix
 
     pytorch_built = zoo.torchvision_names() + zoo.transformers_names()
     mxnet = zoo.mxnet_installed()
@@ -291,6 +305,12 @@ def run_zoo(args: argparse.Namespace) -> int:
             twin = zoo.torchvision_twin(name)
             why = "it needs MXNet and the Relay stack" if relax else "MXNet is not installed"
             print(f"  here: {why}" + (f"; use {twin}" if twin else ""))
+        missing = zoo.missing_packages(name)
+        if missing:  # found without importing them: transformers alone takes a second
+            fix = transformers_fix() if "transformers" in missing else torch_fix()
+            verb = "is" if len(missing) == 1 else "are"
+            print(f"  here: building it needs {' and '.join(missing)}, which {verb} not "
+                  f"installed: {fix}")
     return 0
 
 

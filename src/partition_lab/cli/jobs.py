@@ -14,7 +14,7 @@ from .. import strategies
 from .._optional import relax_only, require_tvm
 from ..core.platform import HOST, Platform
 from ..cost_models import available_profiles, get_cost_model, load_profile
-from ..errors import InputShapeError, ProfileError, TargetSpecError
+from ..errors import InputShapeError, ModelNotFoundError, ProfileError, TargetSpecError
 from ..progress import Progress
 from ..targets import get_platform
 from .usage import UsageError, is_zoo_model, zoo_name  # noqa: F401 - is_zoo_model: used by commands
@@ -168,6 +168,8 @@ def resolve_job(args: argparse.Namespace, *, default_model: bool = False) -> Job
         zoo.info(name)  # raises UnknownModelError listing the bundled models
         # Only PyTorch builds take other shapes (exported again); InputShapeError says why not.
         zoo.check_input_shapes(name, shapes, small=small)
+    elif not Path(model).exists():
+        check_not_a_zoo_typo(model)
     return Job(model, target_name, platform, strategy, strategy_options, shapes,
                args.profile, Progress(True if args.progress else None), cache,
                args.onnx_check, getattr(args, "model_cache", True), shipped)
@@ -235,6 +237,18 @@ def model_label(model: str) -> str:
 def model_file(model: str) -> str | None:
     """The model argument if it names a file, None for a zoo model."""
     return None if is_zoo_model(model) else model
+
+
+def check_not_a_zoo_typo(model: str) -> None:
+    """A ModelNotFoundError naming the zoo model that ``model``, not a file, is close to
+    (``resnet50``, ``mx:resnet50``: did you mean ``tv:resnet50``?); otherwise nothing, and the
+    loader says the file is missing."""
+    from ..zoo._catalog import ENTRIES
+    from ..zoo._typos import close_model_hint
+
+    hint = close_model_hint(model, ENTRIES)
+    if hint:
+        raise ModelNotFoundError(f"model file {model!r} does not exist{hint}")
 
 
 def default_model_name() -> str:

@@ -8,6 +8,7 @@ from typing import Any, NoReturn
 
 from .. import __version__, strategies
 from ..targets import available_targets
+from ..targets.bundled import example_specs
 from ..zoo import example_spec, mxnet_installed
 from .commands import (
     run_cache,
@@ -154,7 +155,8 @@ def _examples(*lines: str) -> str:
 
 def _choices_text() -> str:
     """The targets, strategies and strategy options, read from their registries."""
-    lines = [f"targets: {', '.join(available_targets())} (or a TOML/JSON target file)",
+    lines = [f"targets: {', '.join(available_targets())}, a TOML/JSON target or platform file, "
+             f"or a bundled example ({', '.join(example_specs())})",
              "strategies (options as --option KEY=VALUE, defaults shown):"]
     for name in strategies.available_strategies():
         options = ", ".join(f"{field}={default}"
@@ -173,8 +175,9 @@ def _add_model_options(sub: argparse.ArgumentParser, *, optional_model: bool = F
     else:
         sub.add_argument("model", metavar="MODEL", help=MODEL_HELP)
     sub.add_argument("--target", "-t", metavar="T",
-                     help=f"a target name (see 'partition-lab targets') or a target file; "
-                          f"default {DEFAULT_TARGET}")
+                     help=f"a target name (see 'partition-lab targets'), a target or platform "
+                          f"file, or a bundled example file (example:NAME, e.g. "
+                          f"example:npu_dsp_cpu); default {DEFAULT_TARGET}")
     if strategy:
         sub.add_argument("--strategy", "-s", metavar="S",
                          help=f"partition strategy; default cost where the prices are "
@@ -217,9 +220,11 @@ def _add_model_options(sub: argparse.ArgumentParser, *, optional_model: bool = F
 
 def _add_viz(commands: Any) -> None:
     sub = _subparser(
-        commands, "viz", "draw the partition of a model (SVG, PNG, PDF or DOT)",
+        commands, "viz", "draw the partition of a model (SVG, PNG, PDF, DOT, or an interactive "
+        "HTML view)",
         ["partition-lab viz",
          "partition-lab viz model.onnx --target neuron -o model.png",
+         "partition-lab viz model.onnx --target neuron -o model.html",
          f"partition-lab viz {example_spec('resnet50_v1_b32')} --target tensorcore "
          "--option precision=fp32",
          "partition-lab viz model.onnx --input-shape data=32,3,224,224 -t tensorcore",
@@ -230,7 +235,12 @@ def _add_viz(commands: Any) -> None:
         extra="Accelerator regions are coloured clusters, CPU ops grey and dashed with the reason "
               "they are not\non the accelerator; red edges are copies between devices, labelled "
               "with shape, bytes and\npredicted time. Graphs over 150 ops are collapsed to one "
-              "node per region unless --expand.\n\n" + _choices_text())
+              "node per region unless --expand.\n-o NAME.html writes the interactive view "
+              "instead: one self-contained file with pan, zoom,\nsearch, regions that expand on "
+              "click and each op's device, reason, shapes and time, for plans\nof any size.\n\n"
+              "Prints the file written, the summary's first line (the model, target, strategy, "
+              "regions and\nops per device) and the predicted total with its cost model.\n\n"
+              + _choices_text())
     _add_model_options(sub, optional_model=True)
     shape = sub.add_mutually_exclusive_group()
     shape.add_argument("--collapse", dest="collapse", action="store_true", default=None,
@@ -342,8 +352,8 @@ def _add_profile(commands: Any) -> None:
     sub.add_argument("model", metavar="MODEL|BUNDLE",
                      help=f"{MODEL_HELP}, or a bundle file (.json.gz)")
     sub.add_argument("--platform", "-p", "--target", "-t", dest="platform", metavar="P",
-                     help="the platform (a name or a file); for a bundle, default and must be "
-                          "the bundle's own")
+                     help="the platform (a name, a file or example:NAME); for a bundle, default "
+                          "and must be the bundle's own")
     sub.add_argument("--device", metavar="DEV", help="torch device of the platform's non-host "
                      "devices, cpu or cuda[:N] (default: cuda:0 if torch sees a GPU)")
     sub.add_argument("--cache", metavar="FILE", help="the profile cache to merge into "
@@ -377,14 +387,16 @@ def _add_profile(commands: Any) -> None:
 def _add_targets(commands: Any) -> None:
     sub = _subparser(commands, "targets", "list the built-in targets, or show one with its rules",
                      ["partition-lab targets", "partition-lab targets tensorcore",
-                      "partition-lab targets examples/targets/npu.toml"], run_targets)
+                      "partition-lab targets example:npu_dsp_cpu"], run_targets)
     sub.add_argument("name", nargs="?", metavar="NAME",
-                     help="a target or platform name, or a target/platform file: its devices "
-                          "and every rule (default: one line per built-in target)")
+                     help="a target or platform name, a target/platform file, or a bundled "
+                          "example (example:NAME): its devices and every rule (default: one "
+                          "line per built-in target and bundled example)")
 
 
 def _add_zoo(commands: Any) -> None:
-    _subparser(commands, "zoo", "list the bundled models (use them as zoo:NAME, or tv:NAME)",
+    _subparser(commands, "zoo", "list the bundled models (use them as tv:NAME, hf:NAME or, with "
+               "MXNet, zoo:NAME)",
                ["partition-lab zoo",
                 f"partition-lab viz {example_spec('fcn_resnet101_ade')} --target neuron",
                 "partition-lab viz tv:simple_pose_resnet152:small --target neuron@2020"],

@@ -8,10 +8,10 @@ attributes; a miss is a :class:`~partition_lab.errors.TargetSpecError` with a di
 
 from __future__ import annotations
 
-import difflib
 import functools
 from collections.abc import Iterable
 
+from .._text import did_you_mean
 from ..errors import TargetSpecError
 
 RESERVED_DEVICE_NAMES = ("cpu", "host", "llvm")
@@ -80,8 +80,3 @@ def check_device_name(name: str, where: str) -> None:
                               f"with the CPU; choose another name (reserved: "
                               f"{', '.join(RESERVED_DEVICE_NAMES)})")
 
-
-def did_you_mean(name: str, known: Iterable[str]) -> str:
-    """`` (did you mean 'x'?)`` for the closest of ``known`` names, or nothing."""
-    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.75)
-    return f" (did you mean {close[0]!r}?)" if close else ""

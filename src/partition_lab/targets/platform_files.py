@@ -4,7 +4,8 @@
 function below them takes the :class:`~partition_lab.core.platform.Platform` it returns.
 
 A platform file (TOML/JSON) lists ``[[devices]]``, each with a target and how it runs, and
-``[[links]]`` between memory spaces (``examples/platforms/npu_dsp_cpu.toml``).
+``[[links]]`` between memory spaces (the bundled ``example:npu_dsp_cpu``,
+:mod:`partition_lab.targets.bundled`).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from ..core.platform import (
 )
 from ..errors import PartitionLabError, TargetSpecError
 from .base import TargetSpec
+from .bundled import resolve as resolve_example
 from .devices import accelerator_platform, host
 from .op_names import check_device_name
 from .registry import builtin_platform, get_target
@@ -46,7 +48,8 @@ def get_platform(target: str | os.PathLike[str] | TargetSpec | Platform,
 
     ``tensorcore`` is three devices; ``neuron*``, target files and TargetSpecs are one
     accelerator + the host; ``cpu`` is the host alone; a platform file (``devices = [...]``) has
-    any number of devices. ``options`` go to the accelerator's target (``precision="fp32"``).
+    any number of devices; ``example:NAME`` is a bundled example file (a platform or a target).
+    ``options`` go to the accelerator's target (``precision="fp32"``).
 
     >>> get_platform("tensorcore").names
     ['tensorcore', 'cuda', 'cpu']
@@ -58,6 +61,7 @@ def get_platform(target: str | os.PathLike[str] | TargetSpec | Platform,
             raise TargetSpecError("target options do not apply to a Platform object; "
                                   "build its devices with them")
         return target
+    target = resolve_example(target)  # example:NAME -> its bundled file
     if isinstance(target, str):
         found = builtin_platform(target, **options)
         if found is not None:

@@ -17,6 +17,8 @@ from ..core.platform import Platform
 from ..errors import TargetSpecError, UnknownTargetError
 from . import cpu, neuron, tensorcore
 from .base import TargetSpec
+from .bundled import example_specs
+from .bundled import resolve as resolve_example
 from .devices import accelerator_platform
 from .user import looks_like_target_file, read_target_file
 
@@ -61,7 +63,8 @@ def get_target(target: str | os.PathLike[str] | TargetSpec, **options: Any) -> T
     ----------
     target
         A name from :func:`available_targets`, ``neuron@<neuron-cc release>``, a TargetSpec
-        (returned rebuilt with ``options``), or a path to a ``.toml``/``.json`` target file.
+        (returned rebuilt with ``options``), a path to a ``.toml``/``.json`` target file, or a
+        bundled example file, ``example:NAME`` (:mod:`partition_lab.targets.bundled`).
     options
         Target options, e.g. ``precision="fp32"`` for ``tensorcore``.
 
@@ -79,6 +82,7 @@ def get_target(target: str | os.PathLike[str] | TargetSpec, **options: Any) -> T
     """
     if isinstance(target, TargetSpec):
         return target.with_options(**options)
+    target = resolve_example(target)  # example:NAME -> its bundled file
     if not isinstance(target, (str, os.PathLike)):
         raise TargetSpecError(f"a target is a name, a TargetSpec or a file path, not "
                               f"{type(target).__name__}")
@@ -92,7 +96,8 @@ def get_target(target: str | os.PathLike[str] | TargetSpec, **options: Any) -> T
         return load_target_file(target, **options)
     raise UnknownTargetError(
         f"unknown target {os.fspath(target)!r}; known targets: {', '.join(available_targets())} "
-        "(also neuron@<neuron-cc release>, e.g. neuron@1.2.0.0, or a .toml/.json target file)")
+        "(also neuron@<neuron-cc release>, e.g. neuron@1.2.0.0, a .toml/.json target file, or a "
+        f"bundled example: {', '.join(example_specs())})")
 
 
 def builtin_platform(name: str, **options: Any) -> Platform | None:

@@ -72,6 +72,7 @@ from .._io import check_regular_file
 from ..core.patterns import Pattern, Step
 from ..errors import PartitionLabError, TargetSpecError
 from .base import TargetSpec
+from .bundled import missing_file_hint
 from .op_names import check_attribute_name, check_device_name, check_op_names
 from .rules import rule_from_dict
 from .schema import Fields
@@ -234,7 +235,7 @@ def _parse(path: Path) -> Any:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise TargetSpecError(f"{path}: no such target file") from None
+        raise TargetSpecError(f"{path}: no such target file{missing_file_hint(path)}") from None
     except (OSError, UnicodeDecodeError) as error:
         raise TargetSpecError(f"{path}: cannot read the target file ({error})") from None
     try:

@@ -39,7 +39,8 @@ onnxscript, loading a cached file does not. The command line's default model is
 
 The Hugging Face builds (:func:`transformers_names`: ``hf:bert_base``, ``hf:distilbert``) are
 made the same way from ``transformers`` configs (random weights, nothing downloaded); they take
-``input_ids`` (int64) and need ``transformers`` to build, which is not a dependency of the package.
+``input_ids`` (int64) and need ``transformers`` to build (the ``[hf]`` extra), which is not a
+dependency of the package.
 
 Models built from PyTorch modules load at other input shapes too: ``input_shapes`` exports the
 module again at those shapes (a batch of 32, a longer sequence), cached beside the default file.
@@ -60,14 +61,15 @@ import numpy as np
 from .. import _cache_store
 from .._audience import option, shapes_hint
 from .._io import CACHE_ENV  # noqa: F401  (tests and docs name it here)
-from .._optional import MissingDependencyError, relax_only, require_mxnet
+from .._optional import MissingDependencyError, is_installed, relax_only, require_mxnet
 from ..errors import InputShapeError, ModelFormatError, UnsupportedOperatorError
 from ._build import discard, is_intact, remove_stale_parts
 from ._catalog import ENTRIES, NEEDS, TORCHVISION_TWINS, ZooEntry, entry
 
 __all__ = [
     "ZooEntry", "cache_dir", "check_input_shapes", "default_frontend", "evaluation_names",
-    "example_spec", "info", "is_spec", "load", "mxnet_installed", "mxnet_paths", "names",
+    "example_spec", "info", "is_spec", "load", "missing_packages", "mxnet_installed",
+    "mxnet_paths", "names",
     "onnx_path", "parse_spec", "reference_outputs", "sample_inputs", "torchvision_names",
     "torchvision_twin", "transformers_names",
 ]
@@ -137,6 +139,16 @@ def mxnet_installed() -> bool:
     except metadata.PackageNotFoundError:
         return False
     return True
+
+
+def missing_packages(name: str) -> list[str]:
+    """The packages that build the PyTorch-built model ``name`` (``tv:``, ``hf:``) and are not
+    installed here, found without importing them; empty for a gluoncv build (its MXNet is
+    :func:`mxnet_installed`'s question). A build already in the cache loads without them."""
+    zoo_entry = entry(name)
+    if zoo_entry.built_with == "mxnet":
+        return []
+    return [package for package in zoo_entry.needs if not is_installed(package)]
 
 
 def default_frontend(name: str) -> Frontend:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import UnknownModelError
+from ._typos import unknown_model_message
 
 GLUONCV = "gluoncv model_zoo"
 WRITTEN_HERE = "written here"
@@ -425,13 +426,12 @@ ENTRIES.update(HUGGING_FACE)
 
 
 def entry(name: str) -> ZooEntry:
-    """The entry called ``name``; :class:`UnknownModelError` listing the names otherwise."""
+    """The entry called ``name``; :class:`UnknownModelError` with the closest name otherwise
+    (:func:`~partition_lab.zoo._typos.unknown_model_message`)."""
     try:
         return ENTRIES[name]
     except KeyError:
-        raise UnknownModelError(
-            f"no zoo model named {name!r}; known models: {', '.join(ENTRIES)}"
-        ) from None
+        raise UnknownModelError(unknown_model_message(name, ENTRIES)) from None
 
 
 # ---------------------------------------------------------------------------- builders
