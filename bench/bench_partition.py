@@ -11,7 +11,7 @@ builds it):
   support predicate.
 
 ``--predicate random-70%`` replaces the target's verdicts with a seeded random 70% of ops
-supported (as ``tests/test_partition.py`` does): many regions, where TVM's region merging is
+supported (as ``tests/test_api.py`` does): many regions, where TVM's region merging is
 slowest. ``ours_op_by_op_s`` is ours again with every target judging op by op (no pattern
 units), so the JSON shows what patterns cost (``patterns_cost``: ours_s / ours_op_by_op_s, and
 ``patterns_cost_median`` of the medians; the goal is at most 1.5). Both are timed as the

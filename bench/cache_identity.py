@@ -1,7 +1,7 @@
 """Every zoo model, every built-in platform: the plan of a cold run, a warm run and a run with
 ``--no-model-cache`` is the same, byte for byte (solve times masked).
 
-The test suite checks a few models this way (``tests/test_cache_identity.py``) and verifies every
+The test suite checks a few models this way (``tests/relay/frontends/test_cache_identity.py``) and verifies every
 cache entry any test writes (``PARTITION_LAB_VERIFY_CACHE=1``); this runs the whole zoo, which
 takes minutes. Each model gets an empty model cache (``converted/``, ``prepared/``) with the zoo's
 built files linked in from the user cache, and ``partition-lab partition`` runs in-process three

@@ -11,7 +11,7 @@ import, a test marked ``requires_mxnet`` is skipped, and so is any test (or test
 reaches an import of ``mxnet`` or ``gluoncv`` (the MXNet frontend, the gluoncv-built zoo): the
 import itself skips it (:class:`SkipOnMXNetImport`), so no list of such tests has to be kept up
 to date. That the package's own modules and the ONNX path work without MXNet is checked apart,
-in subprocesses (tests/test_packaging.py), where no test can be skipped this way. With
+in subprocesses (tests/project/test_packaging.py), where no test can be skipped this way. With
 ``PARTITION_LAB_REQUIRE_MXNET=1`` (set by ``make test``) a missing MXNet fails the run instead.
 """
 
@@ -98,10 +98,10 @@ _MXNET_FINDER = SkipOnMXNetImport()
 
 # The slowest files, handed to the workers first (the Makefile's ``--dist loadfile
 # --no-loadscope-reorder`` keeps this order). In a 28-min run on 2 cores the README test took
-# 359 s and test_platform_relay.py over 369 s; xdist's default order (files with the most tests
+# 359 s and test_outline.py over 369 s; xdist's default order (files with the most tests
 # first) ran the README test last, with the other worker idle. Longest first is the usual
 # greedy schedule for two machines.
-RUN_FIRST = ("test_readme.py", "test_platform_relay.py")
+RUN_FIRST = ("test_readme.py", "test_outline.py")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -24,13 +24,13 @@ from partition_lab.core.plan import PartitionPlan
 from partition_lab.cost_models import get_cost_model
 from partition_lab.errors import PartitionLabError
 from partition_lab.targets import get_platform
-from test_patterns import _support, block
+from transformer_graphs import block, support_of
 
 
 def _planned(release: str = "neuron@2020"):  # noqa: ANN202
     graph = block()
     platform = get_platform(release)
-    return graph, _support(platform, graph), get_cost_model(platform)
+    return graph, support_of(platform, graph), get_cost_model(platform)
 
 
 def _candidate(name: str, times: list[float], confirm: list[float] | None = None) -> Candidate:
@@ -442,7 +442,7 @@ def test_a_kept_decision_is_reused_for_the_same_model_platform_and_device(tmp_pa
     assert "not timed again" in kept.notes[-1]
     # another runner device, or another platform's support, is another decision
     assert reuse(again, decision_key(graph, support, "torch-cuda|H200"), graph, support) is None
-    other = _support(get_platform("neuron"), graph)
+    other = support_of(get_platform("neuron"), graph)
     assert decision_key(graph, other, "torch-cpu|X|torch 2|threads 2") != key
 
 

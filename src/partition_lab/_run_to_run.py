@@ -1,6 +1,6 @@
 """What differs between two runs of the same command, and only that: masked by the plan
 snapshots (docs/evidence/performance.md, *plan snapshots*) and by the tests that want a plan's JSON byte-identical
-across runs (``tests/test_cache_identity.py``)."""
+across runs (``tests/relay/frontends/test_cache_identity.py``)."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ this file: for each model and built-in platform, the ops each ONNX node became u
 strategy, each as :func:`route_diff.op_record` keeps it (op, output type, device, reason code,
 deciding device and rule, every device's verdict): ``{model: {platform: {node: [ops]}}}``.
 ``tests/relax/test_routes.py`` compares the Relax plans with them per node, and
-``tests/test_relay_routes.py`` (Relay venv) that this file is what the Relay stack plans now.
+``tests/relay/test_relay_routes.py`` (Relay venv) that this file is what the Relay stack plans now.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The Relax path runs the same pipeline as Relay (partition_lab.pipeline): the same module and
 argument checks, the same quiet-log block, and a weight that overflows float16 on tensorcore
-named in the plan. ``tests/test_quiet_hazards.py`` runs the same ONNX model through Relay."""
+named in the plan. ``tests/pipeline/test_quiet_and_hazards.py`` runs the same ONNX model through Relay."""
 
 from __future__ import annotations
 

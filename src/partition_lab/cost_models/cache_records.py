@@ -15,7 +15,7 @@ Why these checks are written out rather than validated with ``jsonschema`` at lo
 JSON Schema ships, ``partition_lab/schemas/profile_cache.schema.json``, and the tests
 hold what we write to it): a schema error names the failed keyword (``'median_s' is not of type
 'number'``) and stops there, while these say what was found, what is expected and the fix
-(:data:`FIX`) in one line that ``tests/test_hostile_files.py`` asserts. Some checks are beyond a
+(:data:`FIX`) in one line that ``tests/cli/test_bad_data_files.py`` asserts. Some checks are beyond a
 schema: ``p10_s <= median_s <= p90_s``, dates that parse, bindings that name entries of the
 same file. And ``jsonschema`` is a test dependency only, not one every user installs.
 """

@@ -4,10 +4,10 @@ The pipeline (:mod:`.run`) is written once; everything IR-specific sits behind
 :class:`IRAdapter`, one implementation per IR (``partition_lab.relay.adapter``,
 ``partition_lab.relax.adapter``). An adapter never imports the pipeline: it takes and returns
 TVM objects and the TVM-free core's types (``OpGraph`` inside its graph, ``PartitionPlan``,
-``NumericHazard``), so the floors run one way (``tests/test_layers.py``).
+``NumericHazard``), so the floors run one way (``tests/project/test_layers.py``).
 
 Adding an IR is one folder with an adapter object plus one line in :data:`ADAPTERS` (or one
-:func:`register_adapter` call, as ``tests/test_adapters.py`` does with a made-up IR).
+:func:`register_adapter` call, as ``tests/pipeline/test_adapters.py`` does with a made-up IR).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ the file without reading our code.
 Why these checks are written out rather than validated with ``jsonschema`` at load: target
 files are TOML written by hand, and what their writer needs is the place, what
 was found, what is expected and a did-you-mean for op and attribute names, in one line that
-``tests/test_hostile_files.py`` asserts; a schema error names the failed keyword instead
+``tests/cli/test_bad_data_files.py`` asserts; a schema error names the failed keyword instead
 (``'multiples' is not of type 'array'``). And most checks are beyond a schema: Relay op and
 attribute names against TVM's registry, reserved device names, message templates that may use
 only their rule's fields, steps of a custom pattern that refer only backwards.

@@ -5,7 +5,7 @@
 resizing) and :mod:`.index_ops` (shape-like, index and sort ops, detection post-processing).
 :func:`check_kernels` raises :class:`UnsupportedKernelError` listing every op of a graph that has
 no kernel, or whose attribute values its kernel does not take, before anything runs (an op is
-never skipped); :func:`kernel` registers a new one. ``tests/test_torch_exec.py`` checks that every
+never skipped); :func:`kernel` registers a new one. ``tests/executors/test_torch_exec.py`` checks that every
 op of the zoo and evaluation models on every built-in platform has a kernel.
 
 >>> from partition_lab.executors.kernels import supported_ops

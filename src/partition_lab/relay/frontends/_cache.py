@@ -34,7 +34,7 @@ kept on its parameter), the module's attributes and the numeric hazards found wh
 preparing. It is written and checked like a converted entry.
 
 Whatever an entry holds reads back as it was computed: a warm run's plan is a cold run's, byte
-for byte (``tests/test_cache_identity.py``). Weights keep their shape (0-d stays 0-d, where
+for byte (``tests/relay/frontends/test_cache_identity.py``). Weights keep their shape (0-d stays 0-d, where
 ``np.ascontiguousarray`` would store them as ``[1]``), dtype and name. Reading an
 entry checks each weight against its parameter's type; one that disagrees is a bug of this
 module: the entry is dropped with a :class:`CacheMismatchWarning` and the model converted or
