@@ -54,15 +54,18 @@ demo: setup
 lint: setup
 	$(BIN)/ruff check src tests bench experiments examples
 
+# --durations: the slowest tests in every run's log (tests/conftest.py's RUN_FIRST order is
+# read off it).
 test: lint
-	$(BIN)/pytest -q -n 2 --dist loadfile --no-loadscope-reorder
+	$(BIN)/pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=25
 
-# The whole suite, not a subset: without MXNet it took 3.5 minutes here (README), well inside
-# CI's limit after make test. MXNet tests skip (tests/conftest.py); numpy is 2.x there. PATH:
-# tests run the partition-lab console script.
+# Every test function, but one zoo model per function parametrized over models
+# (PARTITION_LAB_ONE_MODEL_PER_TEST; tests/conftest.py says why that is what can differ between
+# Pythons). MXNet tests skip (tests/conftest.py); numpy is 2.x there. PATH: tests run the
+# partition-lab console script.
 test-py: $(PY_VENV)/.installed
-	PATH="$(CURDIR)/$(PY_VENV)/bin:$$PATH" PARTITION_LAB_REQUIRE_MXNET=0 \
-		$(PY_VENV)/bin/pytest -q -n 2 --dist loadfile --no-loadscope-reorder
+	PATH="$(CURDIR)/$(PY_VENV)/bin:$$PATH" PARTITION_LAB_REQUIRE_MXNET=0 PARTITION_LAB_ONE_MODEL_PER_TEST=1 \
+		$(PY_VENV)/bin/pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=15
 
 # The Python version test-py would use, or "none" (.ci/run asks).
 print-py:
@@ -80,7 +83,8 @@ $(PY_VENV)/.installed: setup.cfg pyproject.toml
 	@touch $@
 
 test-relax: $(RELAX_VENV)/.installed
-	PARTITION_LAB_REQUIRE_MXNET=0 PARTITION_LAB_REQUIRE_TORCH=1 $(RELAX_VENV)/bin/python -m pytest -q tests/relax
+	PARTITION_LAB_REQUIRE_MXNET=0 PARTITION_LAB_REQUIRE_TORCH=1 $(RELAX_VENV)/bin/python -m pytest -q \
+		-n 2 --dist loadfile --durations=10 tests/relax
 
 $(RELAX_VENV)/.installed: setup.cfg pyproject.toml
 	@[ -n "$(RELAX_PYTHON)" ] || { echo "test-relax: no Python $(RELAX_PY) in $(PYENV_VERSIONS) (pyenv install $(RELAX_PY), or RELAX_PY=3.13)" >&2; exit 1; }

@@ -96,22 +96,74 @@ def _importer_file() -> str:
 _MXNET_FINDER = SkipOnMXNetImport()
 
 
-# The slowest files, handed to the workers first (the Makefile's ``--dist loadfile
-# --no-loadscope-reorder`` keeps this order). In a 28-min run on 2 cores the README test took
-# 359 s and test_outline.py over 369 s; xdist's default order (files with the most tests
-# first) ran the README test last, with the other worker idle. Longest first is the usual
-# greedy schedule for two machines.
-RUN_FIRST = ("test_readme.py", "test_outline.py")
+# The slowest files, longest first, handed to the workers first (the Makefile's ``--dist
+# loadfile --no-loadscope-reorder`` keeps this order): longest first is the usual greedy
+# schedule for two machines, and a long file left to the end runs alone while the other worker
+# idles. The order is read off ``make test``'s ``--durations`` report (seconds per file, summed).
+RUN_FIRST = (
+    "relay/test_runtime.py",
+    "executors/test_torch_exec.py",
+    "zoo/test_zoo.py",
+    "zoo/test_torch_models.py",
+    "project/test_readme.py",
+    "zoo/test_transformer_suite.py",
+    "relay/frontends/test_cache_identity.py",
+    "relay/test_relay_routes.py",
+    "relay/passes/test_outline.py",
+    "relay/frontends/test_cache.py",
+    "zoo/test_strategies_on_zoo.py",
+    "relay/frontends/test_torch.py",
+    "project/test_packaging.py",
+    "test_api.py",
+)
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Move the files of :data:`RUN_FIRST` to the front, in that order; the rest, and the
     order of tests within every file, stay as collected."""
     def rank(item: pytest.Item) -> int:
-        name = item.path.name
+        try:
+            name = item.path.relative_to(TESTS_DIR).as_posix()
+        except ValueError:
+            return len(RUN_FIRST)
         return RUN_FIRST.index(name) if name in RUN_FIRST else len(RUN_FIRST)
 
     items.sort(key=rank)  # stable
+    if ONE_MODEL_PER_TEST:
+        _keep_one_model_per_test(items, config)
+
+
+# The newest-Python job (make test-py) sets this: every test function runs there, but one
+# parametrized over zoo models runs on its first model only. The other models repeat the same
+# Python code on other weights through compiled code (TVM, onnxruntime, torch) built from the
+# same sources at the same pins; what can differ between Python versions (the interpreter, the
+# standard library, numpy 2 where 3.11 has numpy 1, wheels built for that Python) is reached
+# by the first model as by the rest. make test runs every model on Python 3.11.
+ONE_MODEL_PER_TEST = os.environ.get("PARTITION_LAB_ONE_MODEL_PER_TEST") == "1"
+
+
+def _zoo_model_of(item: pytest.Item) -> str | None:
+    from partition_lab.zoo._catalog import ENTRIES
+
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    models = [v for v in params.values() if isinstance(v, str) and v in ENTRIES]
+    return models[0] if models else None
+
+
+def _keep_one_model_per_test(items: list[pytest.Item], config: pytest.Config) -> None:
+    """Deselect every zoo-model parametrization of a test but those of its first model."""
+    first: dict[tuple[str, str], str] = {}
+    kept, dropped = [], []
+    for item in items:
+        model = _zoo_model_of(item)
+        key = (str(item.path), getattr(item, "originalname", item.name))
+        if model is not None and first.setdefault(key, model) != model:
+            dropped.append(item)
+        else:
+            kept.append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -27,7 +27,7 @@ from partition_lab.targets import get_platform
 from repo_paths import REPO_ROOT
 
 EXAMPLE = REPO_ROOT / "examples" / "platforms" / "npu_dsp_cpu.toml"
-# float32 plans against the unpartitioned float32 module (as tests/test_api.py).
+# float32 plans against the unpartitioned float32 module (as tests/relay/test_runtime.py).
 RTOL, ATOL = 1e-4, 1e-4
 # float16 plans (tensorcore): against the unpartitioned float16 module built by TVM.
 FP16_RTOL, FP16_ATOL = 2e-2, 2e-2
