@@ -303,12 +303,11 @@ def test_names_with_comment_markers_do_not_rewrite_the_export(input_name, tmp_pa
     """The export of a model whose names hold ``*/`` and ``/*`` reads back with the same names,
     the same ops and the same outputs (not ``* 0f``: all zeros); its input, if its name is no
     Relay identifier, is renamed to one (``input.1`` -> ``input_1``)."""
-    from test_export import CODEGEN  # registers the reference BYOC codegen
-
     from partition_lab import load_model
     from partition_lab.relay.frontends import source_name
     from partition_lab.relay.frontends._spans import calls_in_order
     from partition_lab.relay.runtime import build_for_cpu
+    from reference_codegen import CODEGEN  # registers the reference BYOC codegen
 
     model = named_onnx(tmp_path, input_name)
     export, plan = tmp_path / "out.relay", tmp_path / "plan.json"

@@ -92,8 +92,8 @@ def test_every_help_example_parses(capsys):
         counts[command[0] if command else "partition-lab"] = len(found)
         assert not command or found[0][0] == command[0]  # a command's page shows it first
         examples += found
-    assert counts == {"partition-lab": 3, "viz": 6, "partition": 2, "compare": 2, "profile": 3,
-                      "targets": 3, "zoo": 3}
+    assert counts == {"partition-lab": 3, "viz": 7, "partition": 2, "compare": 2, "profile": 3,
+                      "targets": 3, "zoo": 3, "cache": 3}
     for argv in examples:
         parser.parse_args(argv)  # raises UsageError on a flag that does not exist
 

@@ -33,7 +33,7 @@ from partition_lab.render import view as render_view
 from partition_lab.strategies import get_strategy
 from partition_lab.targets import get_platform
 from partition_lab.targets.base import TargetSpec
-from repo_paths import REPO_ROOT
+from repo_paths import REPO_ROOT, TESTS_DIR
 
 SVG = "{http://www.w3.org/2000/svg}"
 XLINK_TITLE = "{http://www.w3.org/1999/xlink}title"
@@ -261,7 +261,7 @@ def test_dot_is_identical_across_runs_and_hash_seeds():
 
     first = both()
     assert both() == first
-    script = ("import sys; sys.path.insert(0, sys.argv[1]); import test_graphviz as t; "
+    script = ("import sys; sys.path[:0] = sys.argv[1:]; import test_graphviz as t; "
               "from partition_lab import render; "
               "three = t.three_device_plan(); "
               "print(render.draw(*t.pose_like(), collapse=False).source "
@@ -270,7 +270,7 @@ def test_dot_is_identical_across_runs_and_hash_seeds():
     outputs = set()
     for seed in ("1", "2"):
         env = {**os.environ, "PYTHONHASHSEED": seed}
-        outputs.add(subprocess.run([sys.executable, "-c", script, str(Path(__file__).parent)],
+        outputs.add(subprocess.run([sys.executable, "-c", script, str(Path(__file__).parent), str(TESTS_DIR)],
                                    env=env, check=True, capture_output=True, text=True).stdout)
     assert outputs == {first}
 
