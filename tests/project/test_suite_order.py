@@ -3,6 +3,7 @@ job's one zoo model per parametrized test."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -38,3 +39,14 @@ def test_one_model_per_test_keeps_the_first_models_cases_and_every_other_test():
     conftest._keep_one_model_per_test(kept, config)
     assert kept == [items[0], items[1], items[3], items[5], items[6], items[7]]
     assert deselected == [items[2], items[4]]
+
+
+def test_every_package_has_its_test_folder_and_every_folder_is_in_the_index():
+    package = TESTS_DIR.parent / "src" / "partition_lab"
+    packages = {p.name for p in package.iterdir() if (p / "__init__.py").is_file()}
+    folders = {p.name for p in TESTS_DIR.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))}
+    index = (TESTS_DIR / "README.md").read_text()
+    listed = set(re.findall(r"^\| `([a-z_]+)/` \|", index, flags=re.M))
+    assert packages - folders == set()
+    assert folders - listed == set()
+    assert listed - folders == set()
