@@ -61,6 +61,12 @@ def _relay_cases() -> dict[str, Any]:
         "conv2d_transpose stride 2, output_padding 1": relay.nn.conv2d_transpose(
             x_nchw, const(8, 6, 4, 4), strides=(2, 2), padding=(1, 1, 1, 1),
             output_padding=(1, 1), channels=6, kernel_size=(4, 4)),
+        "conv1d NCW/OIW, asymmetric padding, stride 2, dilation 2": relay.nn.conv1d(
+            seq, const(6, 5, 3), strides=2, padding=(0, 1), dilation=2, channels=6,
+            kernel_size=3),
+        "grouped conv1d NWC/WIO": relay.nn.conv1d(
+            var("w", 2, 12, 8), const(3, 2, 8), padding=(1, 1), groups=4, channels=8,
+            kernel_size=3, data_layout="NWC", kernel_layout="WIO"),
         "max_pool2d NHWC, ceil mode": relay.nn.max_pool2d(
             x_nhwc, (3, 3), (2, 2), padding=(1, 1, 1, 1), layout="NHWC", ceil_mode=True),
         "avg_pool2d NHWC, padding counted": relay.nn.avg_pool2d(

@@ -56,6 +56,19 @@ def conv2d(n: int, cin: int, cout: int, *, hw: int = 56, k: int = 3, layout: str
     return b.build()[0]
 
 
+def conv1d(n: int, cin: int, cout: int, *, width: int = 64, k: int = 3, dtype: str = "float32",
+           groups: int = 1) -> OpNode:
+    """An nn.conv1d node (NCW/OIW, 'same' padding) as relay_graph builds one from ONNX Conv."""
+    b = OpGraphBuilder("conv1d")
+    x = b.input("x", TensorType((n, cin, width), dtype))
+    b.op("nn.conv1d", [x], weights=[TensorType((cout, cin // groups, k), dtype)],
+         outputs=[TensorType((n, cout, width), dtype)], attrs={
+             "strides": (1,), "padding": (k // 2, k // 2), "dilation": (1,), "groups": groups,
+             "channels": cout, "kernel_size": (k,), "data_layout": "NCW", "kernel_layout": "OIW",
+             "out_layout": "", "out_dtype": ""})
+    return b.build()[0]
+
+
 def dense(m: int, k: int, n: int, dtype: str = "float16") -> OpNode:
     b = OpGraphBuilder("dense")
     x = b.input("x", TensorType((m, k), dtype))
@@ -229,7 +242,19 @@ NEURON_TABLE = [
     ("neuron", simple("nn.instance_norm"), False, ["it comes from InstanceNorm"]),
     ("neuron", simple("vision.multibox_prior"), False, ["_contrib_MultiBoxPrior", "object detection"]),
     ("neuron", simple("nn.matmul"), False, ["it comes from dot"]),
-    ("neuron", simple("nn.conv1d"), False, ["nn.conv1d is not in neuron's operator list"]),
+    # MXNet Convolution (1-D kernel included) is on every list, from the first (neuron@2019).
+    ("neuron", conv1d(1, 80, 384), True,
+     ["nn.conv1d is in neuron's operator list (from MXNet Convolution; since neuron-cc "
+      "1.0.4680.0)", "MXNet Convolution with a 1-D kernel"]),
+    ("neuron@2020", conv1d(1, 80, 384), True, ["from MXNet Convolution; since neuron-cc 1.0.4680.0"]),
+    ("neuron@2019", conv1d(1, 80, 384), True, ["in neuron@2019's operator list"]),
+    # Grouped and depthwise convolution came in 1.3.0.0, for 1-D as for 2-D (NCC 1.3.0.0).
+    ("neuron@2020", conv1d(1, 32, 32, groups=32), False,
+     ["nn.conv1d: grouped/depthwise conv (groups 32) was added in neuron-cc 1.3.0.0"]),
+    ("neuron@1.2.7.0", conv1d(1, 32, 32, groups=4), False, ["groups 4"]),
+    ("neuron@1.3.0.0", conv1d(1, 32, 32, groups=32), True, ["Convolution"]),
+    ("neuron", conv1d(1, 32, 32, groups=32), True, ["Convolution"]),
+    ("neuron", conv1d(1, 80, 384, dtype="float64"), False, ["dtype float64 is not supported"]),
     ("neuron@2020", conv2d(1, 64, 64, layout="NCHW", dtype="float32"), True,
      ["from MXNet Convolution, Convolution_v1; since neuron-cc 1.0.4680.0"]),
     ("neuron@2020", conv2d(1, 32, 32, layout="NCHW", dtype="float32", groups=32), False,
@@ -586,3 +611,69 @@ def test_builtin_tables_name_registered_relay_ops(tvm_cuda):
             except tvm.TVMError:
                 unknown.add(op)
     assert not unknown
+
+
+# ------------------------------------------------------------------------------ a conv1d encoder
+def _conv1d_encoder(path, groups: int) -> None:
+    """An audio-encoder stem as ONNX (Whisper's shape, small): Conv1d -> GELU (erf form) ->
+    Conv1d with stride 2, its second conv grouped by ``groups``."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    channels = 16
+    consts = {"w1": rng.standard_normal((channels, 8, 3)), "b1": rng.standard_normal(channels),
+              "w2": rng.standard_normal((channels, channels // groups, 3)) * 0.3,
+              "b2": rng.standard_normal(channels), "sqrt2": np.sqrt(2.0), "one": 1.0, "half": 0.5}
+    init = [numpy_helper.from_array(np.asarray(v, "float32"), k) for k, v in consts.items()]
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], name="conv1", pads=[1, 1]),
+        helper.make_node("Div", ["c1", "sqrt2"], ["d"], name="gelu_div"),
+        helper.make_node("Erf", ["d"], ["e"], name="gelu_erf"),
+        helper.make_node("Add", ["e", "one"], ["a"], name="gelu_add"),
+        helper.make_node("Mul", ["c1", "a"], ["m"], name="gelu_mul"),
+        helper.make_node("Mul", ["m", "half"], ["g"], name="gelu_half"),
+        helper.make_node("Conv", ["g", "w2", "b2"], ["y"], name="conv2", pads=[1, 1],
+                         strides=[2], group=groups),
+    ]
+    graph = helper.make_graph(
+        nodes, "conv1d_encoder",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, (1, 8, 32))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, (1, channels, 16))], init)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+
+
+@pytest.mark.parametrize(("target", "groups", "host_convs"), [
+    ("neuron", 1, 0), ("neuron@2020", 1, 0), ("neuron", 16, 0), ("neuron@2020", 16, 1)])
+def test_a_conv1d_encoder_partitions_and_computes_as_unpartitioned(tmp_path, target, groups,
+                                                                   host_convs):
+    """Relay nn.conv1d (ONNX Conv on 3-D data) stays on neuron with GELU between, no host
+    island; a depthwise conv1d is a host island only before neuron-cc 1.3.0.0. Region by region
+    on llvm the plan computes what the unpartitioned module does."""
+    import numpy as np
+
+    import partition_lab
+    from partition_lab.relay.runtime import RegionExecutor, run_module
+
+    path = tmp_path / "encoder.onnx"
+    _conv1d_encoder(path, groups)
+    mod, params = partition_lab.load_model(path)
+    result = partition_lab.partition(mod, target, params=params, strategy="greedy")
+    plan = result.plan
+    plan.validate()
+    convs = [n for n in result.graph if n.op == "nn.conv1d"]
+    assert len(convs) == 2
+    on_host = {n.id for n in convs if plan.device_of(n.id) == "cpu"}
+    assert len(on_host) == host_convs
+    for node in on_host:
+        assert "was added in neuron-cc 1.3.0.0" in plan.decisions[node].reason
+    assert len(plan.cpu_regions) == host_convs
+    for node in result.graph:
+        if node.id not in on_host:
+            assert plan.device_of(node.id) != "cpu", (node.op, plan.decisions[node.id].reason)
+    assert "from MXNet Convolution" in plan.decisions[convs[0].id].reason
+    inputs = {"x": np.random.default_rng(1).standard_normal((1, 8, 32)).astype("float32")}
+    got = RegionExecutor(result, opt_level=0).run(inputs)
+    (expected,) = run_module(result.prepared_mod, inputs, opt_level=0)
+    np.testing.assert_allclose(got[0], expected, rtol=1e-4, atol=1e-5 * np.abs(expected).max())

@@ -283,13 +283,33 @@ def _conv_prepare(node: OpNode, args: list[Any]) -> Any:
     return _conv_weight(node, weight)
 
 
+#: The weight layout each convolution's torch function takes (TVM's default kernel layouts too).
+_TORCH_KERNEL_LAYOUT = {"nn.conv1d": "OIW", "nn.conv2d": "OIHW", "nn.conv2d_transpose": "IOHW"}
+
+
 def _conv_weight(node: OpNode, weight: torch.Tensor) -> torch.Tensor:
-    target = "OIHW" if node.op == "nn.conv2d" else "IOHW"
-    default = "OIHW" if node.op == "nn.conv2d" else "IOHW"
-    layout = node.attrs.get("kernel_layout") or default
+    target = _TORCH_KERNEL_LAYOUT[node.op]
+    layout = node.attrs.get("kernel_layout") or target
     weight = weight.permute(_perm(layout, target))
+    if weight.dim() != 4:
+        return weight.contiguous()
     # Channels-last weights let cuDNN pick its NHWC Tensor Core kernels without a conversion.
     return weight.contiguous(memory_format=torch.channels_last)
+
+
+@kernel("nn.conv1d", prepare=_conv_prepare)
+def _conv1d(node: OpNode, args: list[Any], prepared: Any) -> Any:
+    layout = node.attrs.get("data_layout") or "NCW"
+    weight = prepared if prepared is not None else _conv_weight(node, args[1])
+    x = args[0] if layout == "NCW" else args[0].permute(_perm(layout, "NCW"))
+    pad = [int(p) for p in node.attrs.get("padding", (0, 0))]
+    left, right = (pad[0], pad[0]) if len(pad) == 1 else (pad[0], pad[1])
+    if left != right:  # torch pads both sides alike; an asymmetric pad goes first
+        x, left = F.pad(x, (left, right)), 0
+    y = F.conv1d(x, weight, None, tuple(node.attrs.get("strides", (1,))), left,
+                 tuple(node.attrs.get("dilation", (1,))), int(node.attrs.get("groups", 1)))
+    out_layout = node.attrs.get("out_layout") or layout
+    return y if out_layout == "NCW" else y.permute(_perm("NCW", out_layout))
 
 
 @kernel("nn.conv2d", prepare=_conv_prepare)
