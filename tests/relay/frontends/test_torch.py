@@ -343,6 +343,33 @@ def test_onnx_reduce_over_several_constant_axes_keeps_them_all() -> None:
     np.testing.assert_allclose(got, x.mean(axis=(2, 3), keepdims=True), rtol=1e-6, atol=1e-6)
 
 
+class Normalized(nn.Module):
+    """Cosine-attention's pieces: a weight-normed projection, then ``F.normalize``, which
+    PyTorch's exporter writes as ReduceL2 with its axes as an input (opset 18) and Clip (the
+    exporter computes the weight's norm itself: the weights are constants)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.utils.parametrizations.weight_norm(nn.Linear(8, 6, bias=False))
+
+    def forward(self, x):
+        return F.normalize(self.proj(x), dim=-1)
+
+
+def test_normalize_and_weight_norm_load_and_match_torch() -> None:
+    torch.manual_seed(0)
+    module = Normalized().eval()
+    x = torch.randn(2, 5, 8)
+    mod, params = load_model(module, x)
+    ops = Counter(call.op.name for call in calls_in_order(mod["main"]))
+    assert ops["sqrt"] == 1 and ops["clip"] == 1  # the norm, and its guard against zero
+    x[0, 0] = 0.0  # projected to zero (no bias): the guard makes it zero, not NaN
+    got = run_module(bind_params(mod, params), {"x": x.numpy()}, opt_level=0)[0]
+    want = torch_outputs(module, x)
+    assert not want[0, 0].any()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("reduction", ["none", None])
 def test_onnx_scatter_nd_with_reduction_none_is_a_plain_update(reduction) -> None:
     """Opset 18 exporters write ScatterND's default as reduction="none" (Swin-T's shifted

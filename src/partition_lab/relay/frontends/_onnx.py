@@ -12,7 +12,7 @@ import contextlib
 import os
 import re
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -99,7 +99,8 @@ def _convert(
         # scales), and makes TVM run DynamicToStatic: mxnet.onnx computes Reshape targets with
         # Shape/Slice/Concat, which would otherwise stay dynamic reshapes of unknown rank.
         with warnings.catch_warnings(), incremental_inference(), _multi_axis_reductions(), \
-                _scatter_nd_reduction_none(), _naming_the_failing_node(label):
+                _axes_input_reductions(), _one_sided_clip(), _scatter_nd_reduction_none(), \
+                _naming_the_failing_node(label):
             warnings.simplefilter("ignore")  # TVM re-runs the checker and warns what it finds
             mod, _ = relay.frontend.from_onnx(model, shape=dict(shapes), dtype=dict(dtypes),
                                               freeze_params=True)
@@ -143,6 +144,84 @@ def _multi_axis_reductions() -> Iterator[None]:
         yield
     finally:
         onnx_frontend.Reduce._impl_v13 = original
+
+
+#: The ``Reduce*`` ops whose converters in TVM 0.19 read their axes from the attribute only
+#: (they have ``_impl_v1`` alone), with what each gives for ``noop_with_empty_axes`` and no
+#: axes: the reduction of each element alone, as onnxruntime computes it (onnx's reference
+#: evaluator returns the input unchanged, but squared for ReduceSumSquare).
+_ATTRIBUTE_AXES_ONLY: dict[str, Callable[[relay.Expr], relay.Expr]] = {
+    "ReduceL1": relay.abs,
+    "ReduceL2": relay.abs,
+    "ReduceLogSum": relay.log,
+    "ReduceSumSquare": lambda data: data * data,
+}
+
+
+@contextlib.contextmanager
+def _axes_input_reductions() -> Iterator[None]:
+    """Convert ReduceL1, ReduceL2, ReduceLogSum and ReduceSumSquare from opset 18, where their
+    axes are an (optional) input, not an attribute.
+
+    TVM 0.19 has only these ops' opset-1 converters (the other ``Reduce*`` ops share
+    ``Reduce._impl_v13``, which reads the input): they hand every input to ``sum``, so the axes
+    input arrives as ``sum``'s positional ``axis`` as well as the keyword one, and conversion
+    fails ("sum() got multiple values for argument 'axis'"); PyTorch's exporter writes
+    ``F.normalize`` and ``weight_norm`` as ReduceL2 at opset 18. Each gets an ``_impl_v18``
+    that moves constant axes to the attribute and runs the opset-1 converter. Runs inside
+    :func:`incremental_inference`, whose lock keeps one conversion at a time.
+    """
+    patched = [getattr(onnx_frontend, name) for name in _ATTRIBUTE_AXES_ONLY]
+    patched = [cls for cls in patched if "_impl_v18" not in cls.__dict__]  # a TVM that has one
+    for cls in patched:
+        cls._impl_v18 = classmethod(_reduce_with_axes_input)
+    try:
+        yield
+    finally:
+        for cls in patched:
+            del cls._impl_v18
+
+
+def _reduce_with_axes_input(cls: type, inputs: Any, attr: dict, params: Any) -> relay.Expr:
+    """Opset 18's form of a :data:`_ATTRIBUTE_AXES_ONLY` op, by its opset-1 converter: no
+    axes (or an empty list) mean every axis, or the no-op with ``noop_with_empty_axes``."""
+    axes = inputs[1] if len(inputs) > 1 else None
+    if axes is not None and not isinstance(axes, relay.Constant):
+        raise ValueError("axes computed in the graph are not supported, only constant ones")
+    listed = [] if axes is None else [int(axis) for axis in axes.data.numpy().reshape(-1)]
+    if not listed and attr.get("noop_with_empty_axes", 0):
+        return _ATTRIBUTE_AXES_ONLY[cls.__name__](inputs[0])
+    attr = {key: value for key, value in attr.items() if key != "noop_with_empty_axes"}
+    if listed:
+        attr["axes"] = listed
+    return cls._impl_v1([inputs[0]], attr, params)
+
+
+@contextlib.contextmanager
+def _one_sided_clip() -> Iterator[None]:
+    """Convert ``Clip`` (opset 11+) with one constant bound and the other left out.
+
+    TVM 0.19's converter moves a constant bound to the attribute and then, the other bound
+    missing, returns the input unclipped: PyTorch's ``clamp_min`` (``F.normalize``'s guard
+    against a zero norm) is dropped, and a zero vector normalises to NaN instead of zero. The
+    missing bound is the infinity it stands for.
+    """
+    original = onnx_frontend.Clip.__dict__["_impl_v11"]
+
+    def converted(cls: type, inputs: Any, attr: dict, params: Any) -> relay.Expr:
+        bounds = [inputs[1] if len(inputs) > 1 else None, inputs[2] if len(inputs) > 2 else None]
+        if (any(bound is not None for bound in bounds)
+                and all(bound is None or isinstance(bound, relay.Constant) for bound in bounds)):
+            low, high = (default if bound is None else bound.data.numpy().item()
+                         for bound, default in zip(bounds, (-np.inf, np.inf), strict=True))
+            return cls.convert_attributes([inputs[0]], {**attr, "min": low, "max": high}, params)
+        return original.__func__(cls, inputs, attr, params)
+
+    onnx_frontend.Clip._impl_v11 = classmethod(converted)
+    try:
+        yield
+    finally:
+        onnx_frontend.Clip._impl_v11 = original
 
 
 @contextlib.contextmanager
