@@ -3,7 +3,9 @@
 Targets name the steps (``TargetSpec.prepare_steps()``, names from ``core.platform.PREPARE_STEPS``);
 this module runs them. Each step keeps the source-name spans, so exclusions by node name still
 work after it: TVM's ConvertLayout rebuilds the calls it converts (a BatchNorm, a split, a bias
-add it turns into ``add``) without their spans, and :func:`names_kept` puts them back.
+add it turns into ``add``) without their spans, and :func:`names_kept` puts them back. Before
+any step, whatever the target, einsums that are batched matrix products become
+``nn.batch_matmul`` (:mod:`.einsum`).
 """
 
 from __future__ import annotations
