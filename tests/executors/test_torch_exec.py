@@ -749,6 +749,26 @@ def test_new_kernels_match_tvm_llvm() -> None:
 
 
 @needs_torch
+def test_einsums_that_preparation_leaves_run_as_tvm_computes_them() -> None:
+    """The einsum kernel (torch.einsum on the equation attribute) against TVM's llvm build, on
+    einsums that are no batched matrix product and so stay einsums after preparation."""
+    from tvm import relay
+
+    def var(name: str, *shape: int) -> Any:
+        return relay.var(name, shape=shape, dtype="float32")
+
+    a, b, c = var("ea", 3, 4), var("eb", 4, 5), var("ec", 5, 2)
+    batched, vectors = var("ed", 2, 3, 4), var("ev", 2, 4)
+    cases = {"ij->ji": [a], "ij,jk,kl->il": [a, b, c], "...ij,...j->...i": [batched, vectors],
+             "bij,bik->jk": [batched, batched], "ij,jk": [a, b]}
+    outputs, expected, _ = _run_both([relay.einsum(args, eq) for eq, args in cases.items()])
+    failures = [f"{eq}: {out.shape} vs {ref.shape}, error {rel_error(out, ref):.2e}"
+                for eq, out, ref in zip(cases, outputs, expected, strict=True)
+                if out.shape != ref.shape or rel_error(out, ref) > 1e-5]
+    assert not failures, "\n".join(failures)
+
+
+@needs_torch
 def test_integer_division_truncates_and_floor_ops_floor() -> None:
     """Relay's divide and mod truncate on integers (TIR truncdiv/truncmod), floor_divide and
     floor_mod floor; numpy is the reference here (TVM's llvm build of vectorised int64 div/mod

@@ -267,6 +267,13 @@ def _batch_matmul(node: OpNode, args: list[Any], prepared: Any) -> Any:
     return torch.matmul(a, b)
 
 
+@kernel("einsum")
+def _einsum(node: OpNode, args: list[Any], prepared: Any) -> Any:
+    # The einsums preparation leaves (not a batched matrix product); torch reads Relay's
+    # equations, ellipses and implicit outputs included.
+    return torch.einsum(str(node.attrs["equation"]), *args)
+
+
 @kernel("nn.bias_add")
 def _bias_add(node: OpNode, args: list[Any], prepared: Any) -> Any:
     x, bias = args[0], args[1]

@@ -3,7 +3,9 @@
 Targets name the steps (``TargetSpec.prepare_steps()``, names from ``core.platform.PREPARE_STEPS``);
 this module runs them. Each step keeps the source-name spans, so exclusions by node name still
 work after it: TVM's ConvertLayout rebuilds the calls it converts (a BatchNorm, a split, a bias
-add it turns into ``add``) without their spans, and :func:`names_kept` puts them back.
+add it turns into ``add``) without their spans, and :func:`names_kept` puts them back. Before
+any step, whatever the target, einsums that are batched matrix products become
+``nn.batch_matmul`` (:mod:`.einsum`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from ...core.names import carried_names
 from ...core.platform import PREPARE_STEPS
 from ...errors import TargetSpecError
 from ..frontends._spans import calls_in_order, make_span, span_name
+from .einsum import batch_matmul_of
 from .fold import fold_constant_calls
 
 
@@ -49,7 +52,8 @@ def prepare_passes(steps: Sequence[str]) -> list[tvm.transform.Pass]:
 def prepare(mod: tvm.IRModule, steps: Sequence[str], hazards: list[NumericHazard] | None = None,
             keep_fp32: bool = False) -> tvm.IRModule:
     """Run the named preparation steps on ``mod`` (opt_level 3, as relay.build would), then fold
-    calls on constants (:func:`~.fold.fold_constant_calls`), with or without steps.
+    calls on constants (:func:`~.fold.fold_constant_calls`), with or without steps; einsums that
+    are batched matrix products become ``nn.batch_matmul`` first (:func:`einsums_as_batch_matmul`).
 
     Ops left using a constant that overflowed its new dtype (a weight cast to float16) are
     appended to ``hazards``; with ``keep_fp32`` they compute in float32."""
@@ -57,7 +61,8 @@ def prepare(mod: tvm.IRModule, steps: Sequence[str], hazards: list[NumericHazard
     # not cast it) and the weight casts and layout transforms the steps add fold after them, as
     # relay.build's FoldConstant would fold both.
     found: list[NumericHazard] = []
-    mod = fold_constant_calls(relay.transform.InferType()(mod), found, keep_fp32)
+    mod = einsums_as_batch_matmul(relay.transform.InferType()(mod))
+    mod = fold_constant_calls(mod, found, keep_fp32)
     passes = prepare_passes(steps)
     if passes:
         names = _named_large_constants(mod, steps)
@@ -103,21 +108,42 @@ def names_kept(before: tvm.IRModule, after: tvm.IRModule) -> tvm.IRModule:
         [(c.op.name, span_name(c)) for c in calls])
     if not found:
         return after
-    body = _renamed(after["main"].body, {calls[index]: name for index, name in found.items()})
-    if body is None:
-        return after
-    func = after["main"]
-    named = relay.Function(func.params, body, func.ret_type, func.type_params, func.attrs)
-    fixed = tvm.IRModule(dict(after.functions.items()), dict(after.type_definitions.items()),
-                         attrs=after.attrs)
-    fixed["main"] = named
+    names = {calls[index]: name for index, name in found.items()}
+
+    def renamed(call: relay.Call, args: list[relay.Expr]) -> relay.Expr | None:
+        name = names.get(call)
+        return None if name is None else \
+            relay.Call(call.op, args, call.attrs, call.type_args, make_span(name))
+
+    return _with_body(after, _rebuilt_calls(after["main"].body, renamed))
+
+
+def einsums_as_batch_matmul(mod: tvm.IRModule) -> tvm.IRModule:
+    """``mod`` (type-checked) with every einsum that is a batched matrix product rewritten as
+    ``nn.batch_matmul`` (:func:`~.einsum.batch_matmul_of`), each new call keeping the einsum's
+    source name; ``mod`` itself if none is."""
+    return _with_body(mod, _rebuilt_calls(mod["main"].body, batch_matmul_of))
+
+
+def _with_body(mod: tvm.IRModule, body: relay.Expr | None) -> tvm.IRModule:
+    """``mod`` with ``main``'s body replaced (type-checked again); ``mod`` for None or the same."""
+    func = mod["main"]
+    if body is None or body.same_as(func.body):
+        return mod
+    rebuilt = relay.Function(func.params, body, func.ret_type, func.type_params, func.attrs)
+    fixed = tvm.IRModule(dict(mod.functions.items()), dict(mod.type_definitions.items()),
+                         attrs=mod.attrs)
+    fixed["main"] = rebuilt
     return relay.transform.InferType()(fixed)
 
 
-def _renamed(body: relay.Expr, names: dict[relay.Call, str]) -> relay.Expr | None:
-    """``body`` with the calls of ``names`` (by identity) rebuilt with a span carrying their
-    name, and the expressions above them rebuilt on them; None for a body of other than calls,
-    tuples, variables and constants (control flow, local functions), left as it is.
+def _rebuilt_calls(body: relay.Expr,
+                   rewrite: Callable[[relay.Call, list[relay.Expr]], relay.Expr | None]
+                   ) -> relay.Expr | None:
+    """``body`` with each call that ``rewrite(call, rebuilt args)`` replaces (it returns None
+    to keep the call) replaced, and the expressions above them rebuilt on them; None for a body
+    of other than calls, tuples, variables and constants (control flow, local functions), left
+    as it is.
 
     Bottom-up over TVM's post-order visit, without recursion: a chain of thousands of calls is
     as deep as Python's stack allows (Relay's ExprMutator recurses per call)."""
@@ -127,17 +153,18 @@ def _renamed(body: relay.Expr, names: dict[relay.Call, str]) -> relay.Expr | Non
     for expr in order:
         if isinstance(expr, relay.Call):
             args = [memo.get(a, a) for a in expr.args]
-            name = names.get(expr)
-            if name is not None or any(n is not a for n, a in zip(args, expr.args, strict=True)):
-                span = make_span(name) if name is not None else expr.span
-                memo[expr] = relay.Call(expr.op, args, expr.attrs, expr.type_args, span)
+            new = rewrite(expr, args)
+            if new is not None:
+                memo[expr] = new
+            elif any(not n.same_as(a) for n, a in zip(args, expr.args, strict=True)):
+                memo[expr] = relay.Call(expr.op, args, expr.attrs, expr.type_args, expr.span)
         elif isinstance(expr, relay.Tuple):
             fields = [memo.get(f, f) for f in expr.fields]
-            if any(n is not f for n, f in zip(fields, expr.fields, strict=True)):
+            if any(not n.same_as(f) for n, f in zip(fields, expr.fields, strict=True)):
                 memo[expr] = relay.Tuple(fields, expr.span)
         elif isinstance(expr, relay.TupleGetItem):
             value = memo.get(expr.tuple_value, expr.tuple_value)
-            if value is not expr.tuple_value:
+            if not value.same_as(expr.tuple_value):
                 memo[expr] = relay.TupleGetItem(value, expr.index)
         elif not isinstance(expr, (relay.Var, relay.Constant, tvm.ir.Op)):
             return None
