@@ -39,14 +39,12 @@ RELAX_VENV = .venv-relax
 setup: $(VENV)/.installed
 
 # chromium and chromium-driver: the HTML view's tests load it in headless Chromium.
-# --no-compile: pip byte-compiles every installed file otherwise (torch's CUDA stack among
-# them): 136 s for this install instead of 58 s here; Python compiles what it imports.
 $(VENV)/.installed: setup.cfg pyproject.toml
 	@command -v dot >/dev/null && command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
 		{ $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q graphviz chromium chromium-driver; }
 	@[ -x $(BIN)/python ] || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q --no-compile -e '.[relay,mxnet,test]'
+	$(BIN)/pip install -q -e '.[relay,mxnet,test]'
 	@touch $@
 
 demo: setup
@@ -81,7 +79,7 @@ $(PY_VENV)/.installed: setup.cfg pyproject.toml
 		{ $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q graphviz chromium chromium-driver; }
 	@[ -x $(PY_VENV)/bin/python ] || $(PY_PYTHON) -m venv $(PY_VENV)
 	$(PY_VENV)/bin/pip install -q --upgrade pip
-	$(PY_VENV)/bin/pip install -q --no-compile -e '.[relay,test]'
+	$(PY_VENV)/bin/pip install -q -e '.[relay,test]'
 	@touch $@
 
 test-relax: $(RELAX_VENV)/.installed
@@ -92,7 +90,7 @@ $(RELAX_VENV)/.installed: setup.cfg pyproject.toml
 	@[ -n "$(RELAX_PYTHON)" ] || { echo "test-relax: no Python $(RELAX_PY) in $(PYENV_VERSIONS) (pyenv install $(RELAX_PY), or RELAX_PY=3.13)" >&2; exit 1; }
 	@[ -x $(RELAX_VENV)/bin/python ] || $(RELAX_PYTHON) -m venv $(RELAX_VENV)
 	$(RELAX_VENV)/bin/pip install -q --upgrade pip
-	$(RELAX_VENV)/bin/pip install -q --no-compile -e '.[relax,test-relax]'
+	$(RELAX_VENV)/bin/pip install -q -e '.[relax,test-relax]'
 	@touch $@
 
 # The CPU benchmarks at their quick size (a few minutes on 2 cores); FULL=1 for the full sizes
