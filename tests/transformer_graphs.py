@@ -4,6 +4,7 @@ the hand-built graphs the patterns and the measured choice are tested on (no TVM
 from __future__ import annotations
 
 from partition_lab.core.graph import OpGraph, OpGraphBuilder, TensorType
+from partition_lab.core.pattern_library import PATTERNS
 from partition_lab.core.patterns import find_units
 from partition_lab.core.support import Support
 
@@ -47,6 +48,6 @@ def block() -> OpGraph:
 
 def support_of(platform, graph: OpGraph) -> Support:  # noqa: ANN001
     """Every device's verdicts with the units judged whole (what relay's annotate does)."""
-    units = find_units(graph)
+    units = find_units(graph, PATTERNS)
     table = {d.name: d.target.check_graph(graph, units) for d in platform.accelerators}
     return Support.with_host(platform, table, units)

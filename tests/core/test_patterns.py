@@ -10,7 +10,8 @@ from __future__ import annotations
 import pytest
 
 from partition_lab.core.graph import OpGraph, OpGraphBuilder, TensorType
-from partition_lab.core.patterns import PATTERNS, Pattern, Step, find_units
+from partition_lab.core.pattern_library import PATTERNS
+from partition_lab.core.patterns import Pattern, Step, find_units
 from partition_lab.core.support import Support
 from partition_lab.cost_models import get_cost_model
 from partition_lab.errors import TargetSpecError
@@ -21,7 +22,7 @@ from transformer_graphs import SCALAR, X, block, support_of
 
 def units_by_name(graph: OpGraph) -> dict[str, list[list[str]]]:
     found: dict[str, list[list[str]]] = {}
-    for unit in find_units(graph):
+    for unit in find_units(graph, PATTERNS):
         found.setdefault(unit.name, []).append([graph[n].name for n in unit.nodes])
     return found
 
@@ -43,7 +44,7 @@ def test_a_unit_whose_inside_is_read_outside_is_not_a_unit() -> None:
     out = b.op("multiply", [x, sig], name="mul")
     also = b.op("nn.relu", [sig], name="reads_the_sigmoid")
     graph = b.build(outputs=[out, also])
-    assert find_units(graph) == []
+    assert find_units(graph, PATTERNS) == []
 
 
 def test_a_named_input_must_be_one_tensor() -> None:
@@ -182,7 +183,7 @@ def test_attention_with_a_folded_mask_and_a_nan_guard_is_one_unit() -> None:
     p = b.op("reshape", [p], outputs=[TensorType((2, 16, 16), "float32")], name="sdpa/reshape#2")
     out = b.op("nn.batch_matmul", [p, v], name="sdpa/bmm#2")
     graph = b.build(outputs=[out])
-    (unit,) = find_units(graph)
+    (unit,) = find_units(graph, PATTERNS)
     assert unit.name == "attention" and "NaN guard" in unit.pattern.form
     assert len(unit.nodes) == len(graph)
     support = support_of(get_platform("neuron"), graph)
@@ -265,7 +266,7 @@ def test_an_attention_unit_is_matrix_work_and_a_silu_vector_work() -> None:
     out = b.op("nn.batch_matmul", [probabilities, v], flops=2 * 2 * 16 * 16 * 8)
     gate = b.op("sigmoid", [out])
     graph = b.build(outputs=[b.op("multiply", [out, gate])])
-    attention, silu = find_units(graph)
+    attention, silu = find_units(graph, PATTERNS)
     assert (attention.name, silu.name) == ("attention", "silu")
     assert op_class(composite_node(graph, attention)) == "matrix"
     assert op_class(composite_node(graph, silu)) == "vector"

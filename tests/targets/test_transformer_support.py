@@ -16,7 +16,8 @@ from dataclasses import dataclass
 import pytest
 
 from partition_lab.core.graph import OpGraph, OpGraphBuilder, OpNode, TensorType
-from partition_lab.core.patterns import PATTERN_NAMES, PATTERNS, Pattern, find_units
+from partition_lab.core.pattern_library import PATTERN_NAMES, PATTERNS
+from partition_lab.core.patterns import Pattern, find_units
 from partition_lab.targets import get_target
 from partition_lab.targets.shapes import dimension
 from repo_paths import REPO_ROOT
@@ -105,7 +106,7 @@ def test_neuron_table_row(row: list[str]) -> None:
         assert forms, f"no form of pattern {name} matches {qualifier!r}"
         for pattern in forms:
             for graph in instances(pattern):
-                units = find_units(graph)
+                units = find_units(graph, PATTERNS)
                 assert [(u.name, len(u.nodes)) for u in units] == [(name, len(graph))], graph.name
                 verdicts = target.check_graph(graph, units)
                 assert len({(v.supported, v.reason) for v in verdicts}) == 1  # judged whole

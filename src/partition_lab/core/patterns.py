@@ -11,10 +11,10 @@ operands (weights: epsilon, gamma, 0.5) are not arguments. A match is a :class:`
 node but its output is read outside it, so the unit can stand for one composite op.
 
 :func:`find_units` matches every pattern of a library (largest first) and returns units that do
-not overlap. :data:`PATTERNS` is the built-in library, each pattern in the forms that TVM's ONNX
-importer and ``torch.export`` -> ONNX produce; ``stands_for`` names the Relay op(s) a compiler
-maps the unit to, whose support decides the unit's (empty: the unit is supported where each of its
-ops is).
+not overlap. :data:`~.pattern_library.PATTERNS` is the built-in library, each pattern in the
+forms that TVM's ONNX importer and ``torch.export`` -> ONNX produce; ``stands_for`` names the
+Relay op(s) a compiler maps the unit to, whose support decides the unit's (empty: the unit is
+supported where each of its ops is).
 """
 
 from __future__ import annotations
@@ -222,12 +222,13 @@ def _closed(graph: OpGraph, nodes: Sequence[int]) -> bool:
     return True
 
 
-def find_units(graph: OpGraph, patterns: Iterable[Pattern] | None = None) -> list[Unit]:
-    """Every non-overlapping unit of ``patterns`` (default :data:`PATTERNS`) in ``graph``.
+def find_units(graph: OpGraph, patterns: Iterable[Pattern]) -> list[Unit]:
+    """Every non-overlapping unit of ``patterns`` (a library such as
+    :data:`~.pattern_library.PATTERNS`) in ``graph``.
 
     Larger patterns are matched first, then by output node; a node belongs to one unit at most.
     """
-    library = sorted(PATTERNS if patterns is None else patterns,
+    library = sorted(patterns,
                      key=lambda p: (-len(p.steps), p.name, p.form))
     last_ops = {op for pattern in library for op in pattern.steps[-1].ops}
     candidates = [node.id for node in graph if node.op in last_ops]
@@ -276,11 +277,12 @@ def units_to_data(units: Sequence[Unit]) -> list[dict[str, Any]]:
     return [{"pattern": u.name, "form": u.pattern.form, "nodes": list(u.nodes)} for u in units]
 
 
-def units_from_data(records: Sequence[Mapping[str, Any]]) -> list[Unit]:
-    """The inverse of :func:`units_to_data`. A pattern not in the built-in library (a target
-    file's own) comes back as a stand-in of the same name: a read plan needs only the name and
+def units_from_data(records: Sequence[Mapping[str, Any]],
+                    library: Iterable[Pattern]) -> list[Unit]:
+    """The inverse of :func:`units_to_data`. A pattern not in ``library`` (a target file's own)
+    comes back as a stand-in of the same name: a read plan needs only the name and
     the nodes (its verdicts travel with it)."""
-    known = {(p.name, p.form): p for p in PATTERNS}
+    known = {(p.name, p.form): p for p in library}
     units = []
     for record in records:
         nodes = tuple(int(n) for n in record["nodes"])
@@ -295,126 +297,3 @@ def units_from_data(records: Sequence[Mapping[str, Any]]) -> list[Unit]:
 def unit_of_node(units: Sequence[Unit]) -> Mapping[int, Unit]:
     """``{node: its unit}`` for every node in a unit."""
     return {node: unit for unit in units for node in unit.nodes}
-
-
-# ---------------------------------------------------------------------------- the library
-def _layer_norm(form: str, divide_by_std: bool, affine: bool) -> Pattern:
-    steps = [Step.of("mean", "x"), Step.of("subtract", "x", 0), Step.of("variance", "x", 0),
-             Step.of("add", 2), Step.of("sqrt", 3)]
-    if divide_by_std:  # (x - mean) / sqrt(var + eps)
-        steps.append(Step.of("divide", 1, 4))
-    else:  # (x - mean) * (1 / sqrt(var + eps))
-        steps += [Step.of("divide", 4), Step.of("multiply", 1, 5)]
-    if affine:
-        steps += [Step.of("multiply", len(steps) - 1), Step.of("add", len(steps))]
-    return Pattern("layer_norm", tuple(steps), ("nn.layer_norm",), form,
-                   "LayerNorm decomposed: mean, subtract, variance, add eps, sqrt, divide...")
-
-
-def _rms_norm(form: str, affine: bool) -> Pattern:
-    steps = [Step.of("multiply", "x", "x") if form == "x*x" else Step.of("power", "x"),
-             Step.of("mean", 0), Step.of("add", 1), Step.of(("sqrt", "rsqrt"), 2)]
-    steps += [Step.of(("divide", "multiply"), "x", 3)]
-    if affine:
-        steps.append(Step.of("multiply", 4))
-    return Pattern("rms_norm", tuple(steps), (), f"{form}{', affine' if affine else ''}",
-                   "RMSNorm decomposed: x squared, mean, add eps, (r)sqrt, scale")
-
-
-def _gelu_erf(form: str) -> Pattern:
-    scale = "divide" if form == "x/sqrt2" else "multiply"
-    steps = (Step.of(scale, "x"), Step.of("erf", 0), Step.of("add", 1),
-             Step.of("multiply", 2), Step.of("multiply", "x", 3))
-    return Pattern("gelu", steps, ("erf",), f"erf, {form}",
-                   "GELU, exact: x * 0.5 * (1 + erf(x / sqrt 2))")
-
-
-def _gelu_erf_half_first() -> Pattern:
-    steps = (Step.of(("divide", "multiply"), "x"), Step.of("erf", 0), Step.of("add", 1),
-             Step.of("multiply", "x"), Step.of("multiply", 3, 2))
-    return Pattern("gelu", steps, ("erf",), "erf, (x * 0.5) * (1 + erf)",
-                   "GELU, exact: (0.5 * x) * (1 + erf(x / sqrt 2))")
-
-
-def _gelu_tanh() -> Pattern:
-    # 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))
-    steps = (Step.of("power", "x"), Step.of("multiply", 0), Step.of("add", "x", 1),
-             Step.of("multiply", 2), Step.of("tanh", 3), Step.of("add", 4),
-             Step.of("multiply", "x", 5), Step.of("multiply", 6))
-    return Pattern("gelu", steps, ("tanh",), "tanh", "GELU, tanh approximation")
-
-
-def _silu() -> Pattern:
-    return Pattern("silu", (Step.of("sigmoid", "x"), Step.of("multiply", "x", 0)), (),
-                   "x * sigmoid(x)", "SiLU (swish)")
-
-
-def _hard_sigmoid() -> Pattern:
-    steps = (Step.of(("multiply", "divide"), "x"), Step.of("add", 0), Step.of("clip", 1))
-    return Pattern("hard_sigmoid", steps, (), "clip(x / 6 + 0.5, 0, 1)", "hard-sigmoid")
-
-
-def _hard_swish() -> Pattern:
-    steps = (Step.of(("multiply", "divide"), "x"), Step.of("add", 0), Step.of("clip", 1),
-             Step.of("multiply", "x", 2))
-    return Pattern("hard_swish", steps, (), "x * hard_sigmoid(x)", "hard-swish")
-
-
-def _softmax() -> Pattern:
-    steps = (Step.of("max", "x"), Step.of("subtract", "x", 0), Step.of("exp", 1),
-             Step.of("sum", 2), Step.of("divide", 2, 3))
-    return Pattern("softmax", steps, ("nn.softmax",), "exp / sum(exp)", "softmax decomposed")
-
-
-def _cast_scale() -> Pattern:
-    # torch's scaled_dot_product_attention scales by a constant cast to the operand's dtype.
-    return Pattern("cast_scale", (Step.of("cast_like", "x"), Step.of("multiply", "x", 0)),
-                   ("multiply",), "x * cast_like(c, x)",
-                   "a constant scale cast to its operand's dtype (folds into the multiply)")
-
-
-def _attention(scale: str, mask: str, reshape: bool, guard: bool) -> Pattern:
-    """batch_matmul(q, k) [reshape] [* or / scale] [+ mask] softmax [NaN guard] [reshape]
-    batch_matmul(., v).
-
-    ``mask`` is ``"tensor"`` (an input), ``"constant"`` (folded into the graph, as a model with a
-    fixed-shape input gets it) or empty; ``guard`` is ``where(isnan(p), 0, p)`` after the softmax,
-    what ``torch.export`` writes for a masked ``scaled_dot_product_attention``.
-    """
-    steps = [Step.of("nn.batch_matmul", "q", "k")]
-    if reshape:
-        steps.append(Step.of("reshape", len(steps) - 1))
-    if scale:
-        steps.append(Step.of(scale, len(steps) - 1))
-    if mask == "tensor":
-        steps.append(Step.of("add", len(steps) - 1, "mask"))
-    elif mask == "constant":
-        steps.append(Step.of("add", len(steps) - 1))
-    steps.append(Step.of("nn.softmax", len(steps) - 1))
-    if guard:
-        probabilities = len(steps) - 1
-        steps += [Step.of("isnan", probabilities), Step.of("where", probabilities + 1,
-                                                           probabilities)]
-    if reshape:
-        steps.append(Step.of("reshape", len(steps) - 1))
-    steps.append(Step.of("nn.batch_matmul", len(steps) - 1, "v"))
-    form = ", ".join(filter(None, [scale and f"{scale} scale", mask and f"{mask} mask",
-                                   guard and "NaN guard", reshape and "4-d reshapes"])) or "plain"
-    return Pattern("attention", tuple(steps), ("nn.batch_matmul", "nn.softmax"), form,
-                   "scaled dot-product attention: softmax(q k^T [scale] [+ mask]) v")
-
-
-#: The built-in library: each pattern in the forms the importers produce.
-PATTERNS: tuple[Pattern, ...] = (
-    *(_layer_norm(f"{'divide' if d else 'reciprocal'}{', affine' if a else ''}", d, a)
-      for d in (False, True) for a in (True, False)),
-    *(_rms_norm(f, a) for f in ("x*x", "power") for a in (True, False)),
-    _gelu_erf("x/sqrt2"), _gelu_erf("x*(1/sqrt2)"), _gelu_erf_half_first(), _gelu_tanh(),
-    _silu(), _hard_swish(), _hard_sigmoid(), _softmax(), _cast_scale(),
-    *(_attention(scale, mask, reshape, guard) for scale in ("", "multiply", "divide")
-      for mask in ("", "tensor", "constant") for reshape in (False, True)
-      for guard in (False, True)),
-)
-
-#: Pattern names, for did-you-mean in target files.
-PATTERN_NAMES: tuple[str, ...] = tuple(dict.fromkeys(p.name for p in PATTERNS))

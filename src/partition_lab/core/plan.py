@@ -22,6 +22,7 @@ from .._units import counted
 from ..errors import PlanError
 from .graph import OpGraph
 from .hazards import NumericHazard
+from .pattern_library import PATTERNS
 from .patterns import units_from_data, units_to_data
 from .plan_validation import check_plan_data, check_verdicts, has_rules
 from .platform import (
@@ -153,7 +154,7 @@ class PartitionPlan:
             names = [d["name"] for d in data["devices"]]
             table = {name: [Verdict(**n["support"][name]) for n in nodes] for name in names}
             support = Support(platform or platform_from_records(data["target"], data["devices"]),
-                              table, units_from_data(data.get("units", ())))
+                              table, units_from_data(data.get("units", ()), PATTERNS))
         prefixes = _label_prefixes(support.platform)
         regions: list[Region] = []
         numbers = _LabelNumbers()

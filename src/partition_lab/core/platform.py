@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..errors import TargetSpecError
-from .patterns import PATTERNS, Pattern
+from .pattern_library import PATTERNS
+from .patterns import Pattern
 from .verdicts import AcceptsAll, Target
 
 HOST = "cpu"  #: the reserved name of the host device (it runs every op)

@@ -13,7 +13,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from ..core.graph import OpGraph, OpNode
-from ..core.patterns import PATTERN_NAMES, PATTERNS, Pattern, Unit, find_units
+from ..core.pattern_library import PATTERN_NAMES, PATTERNS
+from ..core.patterns import Pattern, Unit, find_units
 from ..core.platform import PREPARE_STEPS
 from ..core.support import Verdict
 from ..errors import TargetSpecError

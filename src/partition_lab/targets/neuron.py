@@ -16,7 +16,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ..core.patterns import PATTERN_NAMES
+from ..core.pattern_library import PATTERN_NAMES
 from ..core.platform import Platform
 from ..errors import TargetSpecError, UnknownTargetError
 from .base import TargetSpec

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ..core.graph import OpNode
-from ..core.patterns import PATTERN_NAMES
+from ..core.pattern_library import PATTERN_NAMES
 from ..core.platform import Device, Platform
 from ..core.support import Verdict
 from ..errors import TargetSpecError

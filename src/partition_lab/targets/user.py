@@ -13,7 +13,7 @@ Format (TOML shown; JSON takes the same keys)::
     anchors = ["nn.conv2d"]               # ops a region must contain (replaces the base's)
     prepare_steps = ["convert_layout:NHWC", "mixed_precision:float16"]   # optional
     patterns = ["layer_norm", "gelu"]     # built-in patterns judged as one unit each
-                                          # (partition_lab.core.patterns.PATTERN_NAMES)
+                                          # (partition_lab.core.pattern_library.PATTERN_NAMES)
     default_profile = "t4"                # cost-model profile; without it (and a base that
                                           # has one) the CLI needs --profile NAME
 

@@ -1,0 +1,25 @@
+"""The built-in pattern library (:data:`PATTERNS`): each pattern in the forms that TVM's ONNX
+importer and ``torch.export`` -> ONNX produce, grouped by kind of construct. The matching engine
+is :mod:`partition_lab.core.patterns`."""
+
+from __future__ import annotations
+
+from ..patterns import Pattern
+from .activations import gelu_erf, gelu_erf_half_first, gelu_tanh, hard_sigmoid, hard_swish, silu
+from .attention import attention, cast_scale, softmax
+from .norms import layer_norm, rms_norm
+
+#: The built-in library: each pattern in the forms the importers produce.
+PATTERNS: tuple[Pattern, ...] = (
+    *(layer_norm(f"{'divide' if d else 'reciprocal'}{', affine' if a else ''}", d, a)
+      for d in (False, True) for a in (True, False)),
+    *(rms_norm(f, a) for f in ("x*x", "power") for a in (True, False)),
+    gelu_erf("x/sqrt2"), gelu_erf("x*(1/sqrt2)"), gelu_erf_half_first(), gelu_tanh(),
+    silu(), hard_swish(), hard_sigmoid(), softmax(), cast_scale(),
+    *(attention(scale, mask, reshape, guard) for scale in ("", "multiply", "divide")
+      for mask in ("", "tensor", "constant") for reshape in (False, True)
+      for guard in (False, True)),
+)
+
+#: Pattern names, for did-you-mean in target files.
+PATTERN_NAMES: tuple[str, ...] = tuple(dict.fromkeys(p.name for p in PATTERNS))
