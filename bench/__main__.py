@@ -88,6 +88,12 @@ BENCHMARKS = (
          Step("bench/html_view.py", ("--skip-bert",), ("--browser",))),
         "docs/guide/reliability.md, docs/guide/html-view.md"),
     Benchmark(
+        "families", "model families, tuned and held-out, on every platform: islands, false ones",
+        (Step("bench/model_families.py",
+              ("--group", "tuned", "--out", "bench/results/families_quick.json"),
+              ("--label", "after")),),
+        "docs/evidence/families.md"),
+    Benchmark(
         "gpu", "plan quality on the GPU: profile, plan, time every plan in turns, report",
         (Step("bench/gpu/export_bundles.py", None,
               ("--out", f"{BUNDLES}/base_tensorcore", "--platform", "tensorcore",

@@ -112,6 +112,9 @@ def markdown(rows: list[dict], skipped: list[str], load_times: dict, command: st
              "(\"drawn\": SVG, or DOT where the plan has more regions than graphviz lays out in "
              "reasonable time). Batch 32 is the model exported again at that batch "
              "(`zoo.load(..., input_shapes=...)`, `--input-shape` on the command line).",
+             "",
+             "The Hugging Face model families, tuned and held-out, before and after, with the "
+             "false-island rule: [families.md](families.md) (`bench/model_families.py`).",
              ""]
     lines += [f"Left out: {note}" for note in skipped] + ([""] if skipped else [])
     lines += ["| model | platform | batch | ops | units | regions without -> with | host "
