@@ -23,9 +23,10 @@ def rms_norm(form: str, affine: bool | str, reciprocal: bool = False) -> Pattern
 
     ``form`` is how x is squared (``"x*x"`` or ``"power"``); ``reciprocal`` writes ``rsqrt`` as
     ``divide(1, sqrt(.))``, as ``torch.export`` -> ONNX writes ``torch.rsqrt`` (Sqrt, Reciprocal:
-    Llama, Gemma); ``affine`` is ``"w"`` (or True: a folded weight), ``"1 + w"`` (Gemma's
-    ``x * (1 + w)`` where the ``1 + w`` on the weight is not folded: an ``add`` reading no tensor)
-    or empty.
+    Llama, Gemma); ``affine`` is ``"w"`` (or True: a weight; Gemma's ``1 + w`` arrives folded into
+    one on the Relay and Relax routes, whose preparation folds constants), ``"1 + w"`` (Gemma's
+    ``x * (1 + w)`` where nothing folded the ``1 + w``: an ``add`` that reads no tensor, as
+    ``torch.export`` -> Relax writes it before folding) or empty.
     """
     scale = "w" if affine is True else affine or ""
     steps = [Step.of("multiply", "x", "x") if form == "x*x" else Step.of("power", "x"),
