@@ -89,6 +89,11 @@ def _relay_cases() -> dict[str, Any]:
             relay.nn.batch_matmul(seq, var("y", 3, 4, 16)), relay.const(np.float32(4.0))),
         "layer_norm + erf + multiply": relay.multiply(relay.erf(relay.nn.layer_norm(
             seq, const(16), const(16))), const(16)),
+        "instance_norm NCW, group_norm 4 groups, group_norm NWC (axis 2)": relay.Tuple([
+            relay.nn.instance_norm(seq, const(5), const(5)),
+            relay.nn.group_norm(var("g", 2, 8, 6), const(8), const(8), num_groups=4),
+            relay.nn.group_norm(var("c", 2, 6, 8), const(8), const(8), num_groups=2, axis=2,
+                                center=False)]),
         "split + concatenate + transpose": relay.transpose(relay.concatenate(
             [halves[1], halves[0]], axis=1), (2, 0, 1)),
         "strided_slice + reshape + clip": relay.clip(relay.reshape(
@@ -127,7 +132,11 @@ def _run_both(exprs: list[Any], given: dict[str, np.ndarray] | None = None
 @needs_torch
 @pytest.mark.slow
 def test_every_case_matches_tvm_llvm() -> None:
-    cases = {k: v for k, v in _relay_cases().items() if not k.startswith("resize2d")}
+    cases = {}
+    for name, expr in _relay_cases().items():
+        parts = list(expr.fields) if hasattr(expr, "fields") else [expr]
+        cases.update({f"{name} [{i}]" if len(parts) > 1 else name: part
+                      for i, part in enumerate(parts) if not name.startswith("resize2d")})
     outputs, expected, _ = _run_both(list(cases.values()))
     failures = [f"{name}: shape {out.shape} vs {ref.shape}" if out.shape != ref.shape else
                 f"{name}: error {rel_error(out, ref):.2e}"

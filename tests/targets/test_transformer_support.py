@@ -27,6 +27,7 @@ NEURON_HEADING = "### 5.1 "
 TENSORCORE_HEADING = "### 5.2 "
 X = TensorType((1, 128, 768), "float32")
 SCALAR = TensorType((), "float32")
+IDS = TensorType((1, 128), "int64")
 
 
 # ------------------------------------------------------------------------------ reading the page
@@ -64,7 +65,8 @@ def tuples(cell: str) -> list[tuple[int, ...]]:
 # ------------------------------------------------------------------------------ 5.1 neuron
 def instances(pattern: Pattern) -> list[OpGraph]:
     """One graph per choice of op at each step of ``pattern``, built from its steps: named values
-    are graph inputs, a step with one argument gets a constant operand (as eps, 0.5, gamma)."""
+    are graph inputs (``ids`` int64, as tokenizers give them), a step with one argument or none
+    gets a constant operand (as eps, 0.5, gamma)."""
     graphs = []
     for ops in itertools.product(*(sorted(step.ops) for step in pattern.steps)):
         b = OpGraphBuilder(f"{pattern.name}:{pattern.form}:{'-'.join(ops)}")
@@ -72,9 +74,9 @@ def instances(pattern: Pattern) -> list[OpGraph]:
         for index, (step, op) in enumerate(zip(pattern.steps, ops, strict=True)):
             for value in step.args:
                 if isinstance(value, str) and value not in named:
-                    named[value] = b.input(value, X)
+                    named[value] = b.input(value, IDS if value == "ids" else X)
             args = [nodes[a] if isinstance(a, int) else named[a] for a in step.args]
-            nodes.append(b.op(op, args, weights=[SCALAR] if len(args) == 1 else [],
+            nodes.append(b.op(op, args, weights=[SCALAR] if len(args) < 2 else [],
                               name=f"step{index}"))
         graphs.append(b.build(outputs=[nodes[-1]]))
     return graphs

@@ -63,7 +63,9 @@ class Pattern:
 
     ``name`` is what a unit is called (``layer_norm``, the ``Composite`` name a codegen sees);
     ``stands_for`` the Relay ops whose support decides the unit's; ``form`` tells the variants
-    of one pattern apart (which importer writes it that way).
+    of one pattern apart (which importer writes it that way); ``construct`` is the construct in a
+    reason's words where the name alone does not say it (``embedding lookup with {dtype} ids``:
+    ``{dtype}`` is the dtype of the first tensor the unit reads from outside).
     """
 
     name: str
@@ -71,6 +73,7 @@ class Pattern:
     stands_for: tuple[str, ...] = ()
     form: str = ""
     description: str = ""
+    construct: str = ""
 
     def __post_init__(self) -> None:
         if not self.steps:
@@ -116,10 +119,14 @@ class _Inputs:
     """Per node: its input tensors as ``(tensor key, producer node or None)``, seen through
     casts. ToMixedPrecision keeps ``erf`` and ``softmax`` in float32 with a ``cast`` on each
     side, which would hide GELU and attention: a cast read only by one node is transparent here,
-    and ``via[(node, key)]`` lists the casts skipped on that input, which join the unit."""
+    and ``via[(node, key)]`` lists the casts skipped on that input, which join the unit.
+    ``source[key]`` is the tensor that a cast's output ``key`` casts (through chains of casts):
+    a named value matches the tensor or a cast of it, as ToMixedPrecision gives GELU-tanh's
+    float32 ops ``cast(x)`` and its ``0.5 * x`` ``x`` itself."""
 
     of: dict[int, list[tuple[str, int | None]]] = field(default_factory=dict)
     via: dict[tuple[int, str], tuple[int, ...]] = field(default_factory=dict)
+    source: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def of_graph(cls, graph: OpGraph) -> _Inputs:
@@ -137,6 +144,11 @@ class _Inputs:
                 found.of[node].append((key, producer))
                 if skipped:
                     found.via[(node, key)] = tuple(skipped)
+        for node in graph:
+            if node.op == "cast" and len(raw[node.id]) == 1:
+                origin = raw[node.id][0][0]
+                for out in graph.tensors_of(node.id):
+                    found.source[out.key] = found.source.get(origin, origin)
         return found
 
 
@@ -184,7 +196,8 @@ def _solve(graph: OpGraph, pattern: Pattern, inputs: _Inputs, step: int,
         return None
     for order in _orders(len(tensors)):
         trial, names = dict(assign), dict(bind)
-        if all(_bind(arg, tensors[i], trial, names) for arg, i in zip(args, order, strict=True)):
+        if all(_bind(arg, tensors[i], trial, names, inputs.source)
+               for arg, i in zip(args, order, strict=True)):
             solved = _solve(graph, pattern, inputs, step - 1, trial, names)
             if solved is not None:
                 return solved
@@ -196,10 +209,11 @@ def _orders(count: int) -> Iterable[tuple[int, ...]]:
 
 
 def _bind(arg: Arg, tensor: tuple[str, int | None], assign: dict[int, int],
-          names: dict[str, str]) -> bool:
+          names: dict[str, str], source: Mapping[str, str]) -> bool:
     key, producer = tensor
     if isinstance(arg, str):
-        if names.setdefault(arg, key) != key:
+        value = source.get(key, key)  # a cast of x is x
+        if names.setdefault(arg, value) != value:
             return False
         return producer is None or producer not in assign.values()
     if producer is None:

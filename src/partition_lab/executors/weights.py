@@ -75,7 +75,7 @@ def _synthetic_array(node: OpNode, position: int, spec: TensorType,
                  3: 0.1 * rng.standard_normal(shape), 4: np.ones(shape)}.get(position)
         if value is not None:
             return np.asarray(value).astype(dtype)
-    if node.op in ("nn.layer_norm",) and position == 1:
+    if node.op in ("nn.layer_norm", "nn.instance_norm", "nn.group_norm") and position == 1:
         return (1.0 + 0.1 * rng.standard_normal(shape)).astype(dtype)
     if node.op in ("multiply", "divide", "power"):
         return rng.uniform(0.5, 1.5, shape).astype(dtype)

@@ -47,7 +47,7 @@ def judge_unit(target: OpTable, graph: OpGraph, members: Sequence[Verdict], unit
     """The verdict of ``target`` for ``unit`` whose nodes' own verdicts are ``members``."""
     pattern = unit.pattern
     ops = [graph[n].op for n in unit.nodes]
-    what = f"{pattern.name} ({len(ops)} ops: {_op_list(ops)})"
+    what = f"{_construct(graph, unit)} ({len(ops)} ops: {_op_list(ops)})"
     anchor = any(v.anchor for v in members)
     for op, verdict in zip(ops, members, strict=True):
         if op in pattern.stands_for and not verdict.supported:
@@ -65,6 +65,18 @@ def judge_unit(target: OpTable, graph: OpGraph, members: Sequence[Verdict], unit
         return Verdict(False, f"{what}: its {op}: {verdict.reason}", verdict.rule, anchor)
     return Verdict(True, f"{what} as one unit: {target.name} supports each of its ops",
                    pattern_rule(unit), anchor)
+
+
+def _construct(graph: OpGraph, unit: Unit) -> str:
+    """The unit in a reason's words: its pattern's ``construct`` (``{dtype}`` filled with the
+    dtype of the first tensor it reads from outside), or the pattern's name."""
+    construct = unit.pattern.construct
+    if not construct:
+        return unit.name
+    inside = set(unit.nodes)
+    outside = [t for node in unit.nodes for t in graph.tensors
+               if node in t.consumers and t.producer not in inside]
+    return construct.replace("{dtype}", outside[0].spec.dtype if outside else "?")
 
 
 def _op_list(ops: Sequence[str], limit: int = 4) -> str:

@@ -5,9 +5,18 @@ is :mod:`partition_lab.core.patterns`."""
 from __future__ import annotations
 
 from ..patterns import Pattern
-from .activations import gelu_erf, gelu_erf_half_first, gelu_tanh, hard_sigmoid, hard_swish, silu
+from .activations import (
+    gelu_erf,
+    gelu_erf_half_first,
+    gelu_tanh,
+    hard_sigmoid,
+    hard_swish,
+    quick_gelu,
+    silu,
+)
 from .attention import attention, cast_scale, softmax
-from .norms import layer_norm, rms_norm
+from .lookups import embedding
+from .norms import group_norm, layer_norm, rms_norm
 
 #: The built-in library: each pattern in the forms the importers produce.
 PATTERNS: tuple[Pattern, ...] = (
@@ -19,6 +28,12 @@ PATTERNS: tuple[Pattern, ...] = (
     *(attention(scale, mask, reshape, guard) for scale in ("", "multiply", "divide")
       for mask in ("", "tensor", "constant") for reshape in (False, True)
       for guard in (False, True)),
+    # RMSNorm as torch.export -> ONNX writes rsqrt (1/sqrt), GELU-tanh's orders, QuickGELU,
+    # GroupNorm through instance_norm, the int64 embedding lookup:
+    *(rms_norm(f, a, reciprocal=r) for f in ("x*x", "power")
+      for a, r in (("1 + w", False), ("w", True), ("1 + w", True), ("", True))),
+    gelu_tanh("x first"), gelu_tanh("before x"), quick_gelu(),
+    *(group_norm(a) for a in ("cast_like", "plain", "")), embedding(),
 )
 
 #: Pattern names, for did-you-mean in target files.

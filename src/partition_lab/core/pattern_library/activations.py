@@ -1,4 +1,5 @@
-"""Activations as importers decompose them: GELU (exact and tanh), SiLU, hard-sigmoid, hard-swish."""
+"""Activations as importers decompose them: GELU (exact and tanh), QuickGELU, SiLU, hard-sigmoid,
+hard-swish."""
 
 from __future__ import annotations
 
@@ -20,12 +21,31 @@ def gelu_erf_half_first() -> Pattern:
                    "GELU, exact: (0.5 * x) * (1 + erf(x / sqrt 2))")
 
 
-def gelu_tanh() -> Pattern:
-    # 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))
-    steps = (Step.of("power", "x"), Step.of("multiply", 0), Step.of("add", "x", 1),
-             Step.of("multiply", 2), Step.of("tanh", 3), Step.of("add", 4),
-             Step.of("multiply", "x", 5), Step.of("multiply", 6))
-    return Pattern("gelu", steps, ("tanh",), "tanh", "GELU, tanh approximation")
+def gelu_tanh(half: str = "last") -> Pattern:
+    """GELU, tanh approximation: ``power``, ``multiply``, ``add(x, .)``, ``multiply``, ``tanh``,
+    ``add`` (1 + tanh) and the two multiplies by x and 0.5, in the order ``half`` says:
+    ``"last"`` (x * (1 + tanh)) * 0.5; ``"x first"`` (0.5 * x) * (1 + tanh), as
+    ``transformers``' ``NewGELUActivation`` writes it (Phi); ``"before x"`` x * ((1 + tanh) * 0.5),
+    what ``torch.export`` -> ONNX makes of ``F.gelu(approximate="tanh")`` (Gemma).
+    """
+    steps = [Step.of("power", "x"), Step.of("multiply", 0), Step.of("add", "x", 1),
+             Step.of("multiply", 2), Step.of("tanh", 3), Step.of("add", 4)]
+    if half == "last":
+        steps += [Step.of("multiply", "x", 5), Step.of("multiply", 6)]
+    elif half == "x first":
+        steps += [Step.of("multiply", "x"), Step.of("multiply", 6, 5)]
+    else:
+        steps += [Step.of("multiply", 5), Step.of("multiply", "x", 6)]
+    return Pattern("gelu_tanh", tuple(steps), ("tanh",), f"0.5 {half}",
+                   "GELU, tanh approximation: 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))")
+
+
+def quick_gelu() -> Pattern:
+    # x * sigmoid(1.702 * x) (QuickGELU, Hendrycks & Gimpel 2016, section 2). The matcher does
+    # not read constants, so any x * sigmoid(c * x) (Swish-beta) is this unit too: the same ops.
+    steps = (Step.of("multiply", "x"), Step.of("sigmoid", 0), Step.of("multiply", "x", 1))
+    return Pattern("quick_gelu", steps, (), "x * sigmoid(1.702 x)",
+                   "QuickGELU: x * sigmoid(1.702 * x), a sigmoid approximation of GELU")
 
 
 def silu() -> Pattern:

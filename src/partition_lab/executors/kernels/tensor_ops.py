@@ -396,6 +396,39 @@ def _layer_norm(node: OpNode, args: list[Any], prepared: Any) -> Any:
     return y + beta.reshape(shape) if beta is not None else y
 
 
+def _affine(node: OpNode, y: torch.Tensor, gamma: Any, beta: Any) -> torch.Tensor:
+    """``y * gamma + beta`` on the node's channel axis, each where the node's scale/center says."""
+    shape = _channel_shape(node, y.dim())
+    y = y * gamma.reshape(shape) if node.attrs.get("scale", True) else y
+    return y + beta.reshape(shape) if node.attrs.get("center", True) else y
+
+
+@kernel("nn.instance_norm")
+def _instance_norm(node: OpNode, args: list[Any], prepared: Any) -> Any:
+    # Relay: normalise over every axis but the batch (0) and the channel axis.
+    x, gamma, beta = args[0], args[1], args[2]
+    axis = int(node.attrs.get("axis", 1)) % x.dim()
+    dims = [d for d in range(1, x.dim()) if d != axis]
+    var, mean = torch.var_mean(x, dim=dims, keepdim=True, correction=0)
+    y = (x - mean) * torch.rsqrt(var + float(node.attrs.get("epsilon", 1e-5)))
+    return _affine(node, y, gamma, beta)
+
+
+@kernel("nn.group_norm")
+def _group_norm(node: OpNode, args: list[Any], prepared: Any) -> Any:
+    # Relay (SimplifyInference): the channel axis split into (groups, channels per group), then
+    # normalised over the group's channels and every axis after them (axis 1: F.group_norm's).
+    x, gamma, beta = args[0], args[1], args[2]
+    axis = int(node.attrs.get("axis", 1)) % x.dim()
+    groups = int(node.attrs.get("num_groups", 1))
+    shape = list(x.shape)
+    split = x.reshape(shape[:axis] + [groups, shape[axis] // groups] + shape[axis + 1:])
+    dims = list(range(axis + 1, split.dim()))
+    var, mean = torch.var_mean(split, dim=dims, keepdim=True, correction=0)
+    y = (split - mean) * torch.rsqrt(var + float(node.attrs.get("epsilon", 1e-5)))
+    return _affine(node, y.reshape(shape), gamma, beta)
+
+
 def _check_lrn(node: OpNode) -> str | None:
     size = int(node.attrs.get("size", 5))
     return None if size % 2 == 1 else f"even size {size} (TVM requires an odd window)"
