@@ -596,3 +596,25 @@ def test_docstring_examples_run() -> None:
     for module in (regions_module, synthetic):
         result = doctest.testmod(module)
         assert result.attempted > 0 and result.failed == 0, module.__name__
+
+
+STRATEGIES = ["greedy", "min_size", "no_mac", "cost", "optimal", "all_accel"]
+
+
+def test_vit_is_one_neuron_region_under_every_strategy() -> None:
+    """ViT's CLS-token concatenate reads a weight: TVM's rule splits the graph there into two
+    neuron regions with nothing between them; every strategy's plan has one, and validates."""
+    pytest.importorskip("torch")
+    pytest.importorskip("tvm")
+    import partition_lab
+    from partition_lab import zoo
+    from partition_lab.core.plan_validation import check_plan_data
+
+    mod, params = zoo.load("tv:vit_b_16", small=True)
+    for strategy in STRATEGIES:
+        plan = partition_lab.partition(mod, "neuron", params=params, strategy=strategy).plan
+        plan.validate()
+        check_plan_data(plan.graph, plan.to_dict())
+        assert [r.device for r in plan.regions] == ["neuron"], (strategy, plan.summary())
+        devices = [plan.device_of(v) for v in range(len(plan.graph))]
+        assert len(form_regions(plan.graph, devices, merge_adjacent=False)) == 2
