@@ -322,15 +322,53 @@ def test_diamond_around_a_cpu_op_splits_the_accelerator() -> None:
     assert len(regions) == 3  # d joins c (the later parent) or a, never both
 
 
-def test_tuple_with_mixed_fields_isolates_the_concatenate() -> None:
+def test_tuple_with_mixed_fields_isolates_the_concatenate_in_tvm_only() -> None:
     # TVM gives the (acc, cpu) Tuple the "default" target, so the accelerator concat merges
-    # with neither field: it ends up alone even though a's region is right before it.
+    # with neither field: it ends up alone even though a's region is right before it. Nothing
+    # computes between a and the concat, so they are merged afterwards: one launch.
     nodes = [Node("input", (), "acc"), Node("input", (), "cpu"), Node("tuple", (0, 1), "acc")]
     graph, devices = build(nodes, [2])
-    assert form_regions(graph, devices) == [[0], [1], [2]]
+    assert form_regions(graph, devices, merge_adjacent=False) == [[0], [1], [2]]
+    assert form_regions(graph, devices) == [[0, 2], [1]]
     same = [Node("input", (), "acc"), Node("input", (), "acc"), Node("tuple", (0, 1), "acc")]
     graph, devices = build(same, [2])
     assert form_regions(graph, devices) == [[0, 1, 2]]
+
+
+def cls_token_graph() -> OpGraph:
+    """A ViT's stem as an OpGraph: patch conv -> reshape -> transpose -> concatenate with the
+    CLS token (a weight, so TVM's Tuple of the two takes "default") -> add -> layer norm."""
+    b = OpGraphBuilder("cls")
+    x = b.input("x", TensorType((1, 3, 32, 32), "float32"))
+    conv = b.op("nn.conv2d", [x], weights=[TensorType((8, 3, 16, 16), "float32")],
+                outputs=[TensorType((1, 8, 2, 2), "float32")])
+    flat = b.op("reshape", [conv], outputs=[TensorType((1, 8, 4), "float32")])
+    tokens = b.op("transpose", [flat], outputs=[TensorType((1, 4, 8), "float32")])
+    cat = b.op("concatenate", [tokens], weights=[TensorType((1, 1, 8), "float32")],
+               outputs=[TensorType((1, 5, 8), "float32")])
+    pos = b.op("add", [cat], weights=[TensorType((1, 5, 8), "float32")])
+    b.op("nn.layer_norm", [pos])
+    return b.build()
+
+
+def test_regions_with_nothing_between_them_are_one_region() -> None:
+    graph = cls_token_graph()
+    devices = ["acc"] * len(graph)
+    assert form_regions(graph, devices, merge_adjacent=False) == [[0, 1, 2], [3, 4, 5]]
+    assert form_regions(graph, devices) == [[0, 1, 2, 3, 4, 5]]
+    # a region of another device between them still keeps them apart
+    devices[2] = "cpu"
+    assert form_regions(graph, devices) == [[0, 1], [2], [3, 4, 5]]
+
+
+def test_adjacent_regions_stay_apart_where_merging_closes_a_cycle() -> None:
+    # a diamond a -> b(cpu) -> c, a -> c: a and c are adjacent, but b lies on another path
+    # from a to c, so one region of a and c would be both before and after b.
+    nodes = [Node("input", (), "acc"), Node("unary", (0,), "cpu"), Node("binary", (0, 1), "acc")]
+    graph, devices = build(nodes, [2])
+    regions = form_regions(graph, devices)
+    assert regions == form_regions(graph, devices, merge_adjacent=False) == [[0], [1], [2]]
+    check_partition(graph, devices, regions)
 
 
 def test_several_outputs_of_one_device_merge_through_the_output_tuple() -> None:
@@ -368,7 +406,7 @@ def test_where_tvm_closes_a_cycle_through_cpu_islands_its_accel_regions_are_kept
     graph, devices = build(*CPU_CYCLE)
     tvm_rule = _merge(_expand(graph, devices), propagate=False)
     assert _has_cycle(graph, tvm_rule)  # TVM's own regions: {0,4,5} <-> {1,3,6}
-    regions = form_regions(graph, devices)
+    regions = form_regions(graph, devices, merge_adjacent=False)
     check_partition(graph, devices, regions)
     assert [1, 3, 6] in regions  # the accelerator region is TVM's; CPU islands are regrouped
     assert regions == reference_regions(graph, devices)[0]
@@ -379,7 +417,7 @@ def test_where_tvm_accel_regions_form_a_cycle_the_exact_rule_splits_them() -> No
     graph, devices = build(*_accel_cycle_case())
     regions, tier = reference_regions(graph, devices)
     assert tier == "exact"
-    assert form_regions(graph, devices) == regions
+    assert form_regions(graph, devices, merge_adjacent=False) == regions
     check_partition(graph, devices, regions)
 
 
@@ -387,7 +425,7 @@ def test_where_tvm_accel_regions_form_a_cycle_the_exact_rule_splits_them() -> No
 @given(specs())
 def test_random_dags_match_the_reference(spec: tuple[list[Node], list[int]]) -> None:
     graph, devices = build(*spec)
-    regions = form_regions(graph, devices)
+    regions = form_regions(graph, devices, merge_adjacent=False)
     check_partition(graph, devices, regions)
     expected, tier = reference_regions(graph, devices)
     assert regions == expected, tier
@@ -395,6 +433,10 @@ def test_random_dags_match_the_reference(spec: tuple[list[Node], list[int]]) -> 
         # (a mixed Tuple is a "default" region of its own in TVM: it restricts merges across
         # it although it is no node of ours, so maximality holds in TVM's view only)
         assert maximal(graph, devices, regions) == []
+    merged = form_regions(graph, devices)  # adjacent regions merged: maximal in every case
+    check_partition(graph, devices, merged)
+    assert maximal(graph, devices, merged) == []
+    assert len(merged) <= len(regions)
 
 
 def test_larger_random_dags_match_the_reference() -> None:
@@ -402,16 +444,17 @@ def test_larger_random_dags_match_the_reference() -> None:
         rng = random.Random(seed)
         graph, devices = build(*random_spec(rng, rng.randint(15, 40)))
         expected, tier = reference_regions(graph, devices)
-        assert form_regions(graph, devices) == expected, (seed, tier)
+        assert form_regions(graph, devices, merge_adjacent=False) == expected, (seed, tier)
 
 
 @settings(max_examples=100, deadline=None)
 @given(specs(max_nodes=12, devices=("cpu", "acc", "acc2")))
 def test_three_devices_partition_cleanly(spec: tuple[list[Node], list[int]]) -> None:
     graph, devices = build(*spec)
-    regions = form_regions(graph, devices)
+    regions = form_regions(graph, devices, merge_adjacent=False)
     check_partition(graph, devices, regions)
     assert regions == reference_regions(graph, devices)[0]
+    check_partition(graph, devices, form_regions(graph, devices))
 
 
 # Seeds of random_spec(rng, rng.randint(15, 40)) where TVM's rule closes a cycle (found by a scan
@@ -425,7 +468,7 @@ def test_cyclic_tvm_cases_match_the_reference(seed: int, tier: str) -> None:
     graph, devices = build(*random_spec(rng, rng.randint(15, 40)))
     expected, found = reference_regions(graph, devices)
     assert found == tier
-    assert form_regions(graph, devices) == expected
+    assert form_regions(graph, devices, merge_adjacent=False) == expected
     check_partition(graph, devices, expected)
 
 
@@ -523,7 +566,8 @@ def tvm_chain():
 
 def _ours(nodes: list[Node], outputs: list[int]) -> list[list[int]]:
     graph, devices = build(nodes, outputs)  # every node feeds an output: none is dead code
-    return sorted(sorted(r) for r in form_regions(graph, devices) if nodes[r[0]].kind != "zero")
+    return sorted(sorted(r) for r in form_regions(graph, devices, merge_adjacent=False)
+                  if nodes[r[0]].kind != "zero")
 
 
 @pytest.mark.slow
@@ -552,3 +596,25 @@ def test_docstring_examples_run() -> None:
     for module in (regions_module, synthetic):
         result = doctest.testmod(module)
         assert result.attempted > 0 and result.failed == 0, module.__name__
+
+
+STRATEGIES = ["greedy", "min_size", "no_mac", "cost", "optimal", "all_accel"]
+
+
+def test_vit_is_one_neuron_region_under_every_strategy() -> None:
+    """ViT's CLS-token concatenate reads a weight: TVM's rule splits the graph there into two
+    neuron regions with nothing between them; every strategy's plan has one, and validates."""
+    pytest.importorskip("torch")
+    pytest.importorskip("tvm")
+    import partition_lab
+    from partition_lab import zoo
+    from partition_lab.core.plan_validation import check_plan_data
+
+    mod, params = zoo.load("tv:vit_b_16", small=True)
+    for strategy in STRATEGIES:
+        plan = partition_lab.partition(mod, "neuron", params=params, strategy=strategy).plan
+        plan.validate()
+        check_plan_data(plan.graph, plan.to_dict())
+        assert [r.device for r in plan.regions] == ["neuron"], (strategy, plan.summary())
+        devices = [plan.device_of(v) for v in range(len(plan.graph))]
+        assert len(form_regions(plan.graph, devices, merge_adjacent=False)) == 2

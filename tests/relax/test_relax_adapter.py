@@ -215,3 +215,25 @@ def test_call_tir_stays_on_the_host_and_its_function_goes_along():
     data = {"x": np.random.default_rng(4).standard_normal((16, 16, 8, 8)).astype("float32")}
     np.testing.assert_allclose(run_llvm(result.mod, data)[0],
                                run_llvm(result.prepared_mod, data)[0], rtol=1e-5, atol=1e-4)
+
+
+def test_running_sums_of_constants_fold_as_on_relay() -> None:
+    """Relax's FoldConstant leaves cumsum on a constant (no legalization in TVM 0.27); the
+    preparation folds it, as Relay's does, so a mask's position embedding is no host island."""
+    from partition_lab.relax.prepare import prepare
+
+    x = relax.Var("x", relax.TensorType((1, 4, 4), "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            mask = relax.const(np.ones((1, 4, 4), "float32"))
+            rows = bb.emit(relax.op.cumsum(mask, axis=1))
+            out = bb.emit_output(bb.emit(relax.op.add(x, rows)))
+        bb.emit_func_output(out)
+    prepared = prepare(bb.get(), [])
+    ops = [str(b.value.op.name) for block in prepared["main"].body.blocks for b in block.bindings
+           if isinstance(b.value, relax.Call) and isinstance(b.value.op, tvm.ir.Op)]
+    assert ops == ["relax.add"]
+    const = next(b.value.args[1] for block in prepared["main"].body.blocks
+                 for b in block.bindings if isinstance(b.value, relax.Call))
+    np.testing.assert_array_equal(const.value.numpy()[0, :, 0], [1, 2, 3, 4])

@@ -116,3 +116,16 @@ def test_an_onnx_nearest_resize_stays_on_neuron(tmp_path) -> None:
     assert result.plan.device_of(resize.id) == "neuron"
     assert "UpSampling" in result.plan.decisions[resize.id].reason
     assert len(result.plan.regions) == 1
+
+
+def test_a_resize_of_a_constant_is_judged_by_the_constant_s_shape() -> None:
+    """A 4-D constant (a model's default all-ones mask) resized: the operand is a weight, not an
+    input from another op, and the rule reads its shape all the same."""
+    b = OpGraphBuilder("resize_of_constant")
+    b.op("image.resize2d", [], weights=[TensorType((1, 1, 128, 128), "float32")],
+         attrs={"method": "nearest_neighbor", "layout": "NCHW", "size": (4, 4),
+                "coordinate_transformation_mode": "asymmetric", "rounding_method": "floor"},
+         outputs=[TensorType((1, 1, 4, 4), "float32")])
+    verdict = get_target("neuron").check(b.build()[0])
+    assert "4-D" not in verdict.reason, verdict.reason
+    assert "128x128 -> 4x4 is not an integer scale" in verdict.reason

@@ -27,6 +27,12 @@ it runs again with the restrictions propagated to the visited descendants (the e
 absorb a parent unless another path leads from it to the node), and so never returns a cycle.
 Where TVM's result is acyclic the two agree.
 
+Then, unlike TVM, regions of one device with an edge between them and no other path from one
+to the other merge (:func:`_merge_adjacent`): TVM keeps them apart where a ``Tuple`` with a
+constant field stands between them (a ViT's CLS-token concatenate), which it treats as a
+"default" region of its own although it computes nothing; two such regions are one launch.
+``merge_adjacent=False`` gives TVM's regions as they are.
+
 Cost: union-find over regions, restriction sets as Python-int bitsets over "tokens" (one bit per
 region that ever restricts another), freed when a region has no unvisited consumers: near-linear.
 """
@@ -56,7 +62,7 @@ class _Expanded:
 
 
 def form_regions(graph: OpGraph, devices: Sequence[str],
-                 default_device: str = HOST) -> list[list[int]]:
+                 default_device: str = HOST, merge_adjacent: bool = True) -> list[list[int]]:
     """Partition the nodes into cycle-free regions; each region holds nodes of one device.
 
     Parameters
@@ -70,6 +76,9 @@ def form_regions(graph: OpGraph, devices: Sequence[str],
         module's main target (``cuda`` on a GPU platform, the host ``"cpu"`` otherwise). Tuples
         whose fields are on different devices take it, and its regions are the ones
         ``PartitionGraph`` leaves inline.
+    merge_adjacent:
+        Merge regions of one device that an edge joins and no other path does
+        (:func:`_merge_adjacent`); False: TVM's regions.
 
     Returns
     -------
@@ -101,6 +110,8 @@ def form_regions(graph: OpGraph, devices: Sequence[str],
         root = _merge(expanded, propagate=True)
     if _has_cycle(graph, root):  # pragma: no cover - would be a bug in the exact rule
         raise AssertionError("form_regions produced a cyclic region graph")
+    if merge_adjacent:
+        root = _merge_adjacent(graph, devices, root, expanded.regionless)
     return _group(root, len(graph))
 
 
@@ -398,6 +409,78 @@ def _regroup_cpu_islands(graph: OpGraph, devices: Sequence[str], root: list[int]
     contracted = _Expanded(parents, device, alone, order, len(device))
     merged = _merge(contracted, propagate=True)
     return [merged[node_of[v]] for v in range(n)]
+
+
+def _merge_adjacent(graph: OpGraph, devices: Sequence[str], root: list[int],
+                    regionless: Sequence[bool]) -> list[int]:
+    """``root`` with every two regions of one device merged where an edge joins them and no
+    other path leads from one to the other (so the merge closes no cycle), until none is left.
+
+    Zero-argument calls keep their own regions, as in TVM. The region graph is small (tens
+    of regions, thousands at most), so each candidate edge is checked by a search from the
+    producer's other consumers.
+    """
+    us, vs = _edges(graph)
+    n = len(graph)
+    key = list(root)
+    succ: dict[int, set[int]] = {r: set() for r in key}
+    pred: dict[int, set[int]] = {r: set() for r in key}
+    alone = {key[v] for v in range(n) if regionless[v]}
+    for u, v in zip(us.tolist(), vs.tolist(), strict=True):
+        ru, rv = key[u], key[v]
+        if ru != rv:
+            succ[ru].add(rv)
+            pred[rv].add(ru)
+    device = {key[v]: devices[v] for v in range(n)}
+    uf = {r: r for r in succ}
+
+    def find(r: int) -> int:
+        while uf[r] != r:
+            uf[r] = uf[uf[r]]
+            r = uf[r]
+        return r
+
+    def joinable(a: int, b: int) -> bool:
+        return a != b and device[a] == device[b] and a not in alone and b not in alone
+
+    todo = [(a, b) for a in succ for b in succ[a] if joinable(a, b)]
+    merged = False
+    while todo:
+        a, b = todo.pop()
+        a, b = find(a), find(b)
+        if not joinable(a, b) or b not in succ[a] or _reaches_around(succ, a, b):
+            continue
+        uf[b] = a  # b's edges become a's
+        merged = True
+        for c in succ.pop(b):
+            pred[c].discard(b)
+            if c != a:
+                pred[c].add(a)
+                succ[a].add(c)
+        for c in pred.pop(b):
+            succ[c].discard(b)
+            if c != a:
+                succ[c].add(a)
+                pred[a].add(c)
+        succ[a].discard(b)
+        todo += [(a, c) for c in succ[a] if joinable(a, c)]
+        todo += [(c, a) for c in pred[a] if joinable(c, a)]
+    return [find(r) for r in key] if merged else root
+
+
+def _reaches_around(succ: dict[int, set[int]], a: int, b: int) -> bool:
+    """Whether a path of two or more edges leads from region ``a`` to region ``b``."""
+    stack = [c for c in succ[a] if c != b]
+    seen = set(stack)
+    while stack:
+        c = stack.pop()
+        if c == b:
+            return True
+        for d in succ[c]:
+            if d not in seen:
+                seen.add(d)
+                stack.append(d)
+    return False
 
 
 # ---------------------------------------------------------------------------- results

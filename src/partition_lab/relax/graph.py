@@ -282,6 +282,9 @@ class _Reader:
             return None
         if isinstance(arg, tvm.ir.expr.Constant) and not isinstance(arg.ty, relax.TensorType):
             return None
+        if isinstance(arg, relax.Tuple) and arg.fields and all(
+                tvm.ir.is_prim_expr(f) for f in arg.fields):  # a tuple of sizes (T.int64(1), ...)
+            return None
         return self.refs(arg)
 
     def refs(self, expr: Any) -> list[Ref]:

@@ -118,7 +118,8 @@ def prepare(mod: tvm.IRModule, steps: Sequence[str]) -> tvm.IRModule:
         _register_missing_policies()
     if "convert_layout:NHWC" in steps:
         _register_missing_layouts()
-    passes = [relax.transform.Normalize(), relax.transform.FoldConstant()]
+    passes = [relax.transform.Normalize(), relax.transform.FoldConstant(), _FoldLeftovers(),
+              relax.transform.FoldConstant()]
     for step in steps:
         passes += [RELAX_PASSES[step](), relax.transform.FoldConstant()]
     with tvm.transform.PassContext(opt_level=3):
@@ -130,6 +131,61 @@ def prepare(mod: tvm.IRModule, steps: Sequence[str]) -> tvm.IRModule:
             first = (str(exc).strip().splitlines() or [""])[-1]
             raise PartitionLabError(f"preparing the Relax module ({', '.join(steps) or 'folding'})"
                                     f" failed in TVM: {first}") from exc
+
+
+def _running(function: Any) -> Callable[..., np.ndarray | None]:
+    def fold(call: Any, data: np.ndarray) -> np.ndarray | None:
+        if call.attrs.exclusive is not None and bool(call.attrs.exclusive):
+            return None
+        dtype = str(call.ty.dtype)
+        axis = call.attrs.axis
+        if axis is None:
+            data, axis = data.reshape(-1), 0
+        return function.accumulate(data.astype(dtype), axis=int(axis), dtype=dtype)
+    return fold
+
+
+#: Ops on constants that Relax's FoldConstant leaves (TVM 0.27 has no legalization for them),
+#: folded in numpy as Relay's preparation folds them (``relay/passes/fold.py``), so both routes
+#: judge the same ops: DETR's position embedding is ``cumsum`` of its constant pixel mask.
+_LEFTOVER_FOLDERS: dict[str, Callable[..., np.ndarray | None]] = {
+    "relax.cumsum": _running(np.add),
+    "relax.cumprod": _running(np.multiply),
+}
+
+
+def _FoldLeftovers() -> Callable[[tvm.IRModule], tvm.IRModule]:  # noqa: N802 - a pass
+    """A pass-like callable: ``main``'s calls of :data:`_LEFTOVER_FOLDERS` on constants
+    replaced by their values (FoldConstant then folds what reads them)."""
+    def run(mod: tvm.IRModule) -> tvm.IRModule:
+        func = mod["main"]
+        blocks, changed = [], False
+        for block in func.body.blocks:
+            bindings = []
+            for binding in block.bindings:
+                value = getattr(binding, "value", None)
+                folder = (_LEFTOVER_FOLDERS.get(str(value.op.name))
+                          if isinstance(value, tvm.ir.Call) and isinstance(value.op, tvm.ir.Op)
+                          else None)
+                if folder is not None and value.args and all(
+                        is_tensor_constant(a) for a in value.args):
+                    folded = folder(value, *[a.value.numpy() for a in value.args])
+                    if folded is not None and folded.shape == tuple(
+                            int(d) for d in value.ty.shape):
+                        binding = relax.VarBinding(binding.var, relax.const(folded),
+                                                   binding.span)
+                        changed = True
+                bindings.append(binding)
+            blocks.append(type(block)(bindings, block.span))
+        if not changed:
+            return mod
+        body = relax.SeqExpr(blocks, func.body.body, func.body.span)
+        new = relax.Function(func.params, body, func.ret_ty, func.is_pure, func.attrs, func.span)
+        mod = mod.clone() if hasattr(mod, "clone") else tvm.IRModule(dict(mod.functions.items()),
+                                                                      attrs=mod.attrs)
+        mod["main"] = new
+        return relax.transform.Normalize()(mod)
+    return run
 
 
 def names_kept(before: tvm.IRModule, after: tvm.IRModule) -> tvm.IRModule:

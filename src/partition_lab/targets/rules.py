@@ -555,7 +555,7 @@ class ResizeAsUpsampling(Rule):
         if problem:
             return self.reject(f"{node.op}: nearest-neighbour, but {problem}, so it is not "
                                f"MXNet {self.upsampling_op}, the form {self.compiler} lists")
-        scale = node.outputs[0].shape[2] // node.inputs[0].shape[2]
+        scale = node.outputs[0].shape[2] // (node.args or node.inputs)[0].shape[2]
         return self.accept(f"{node.op}: nearest-neighbour x{scale} is MXNet "
                            f"{self.upsampling_op}(sample_type=nearest, scale={scale}) on "
                            f"{self.compiler}'s list")
@@ -566,9 +566,10 @@ class ResizeAsUpsampling(Rule):
         layout = str(attr(node, "layout") or "NCHW")
         if layout != "NCHW":
             return f"layout {layout} is not NCHW"
-        if not node.inputs or not node.outputs or len(node.inputs[0].shape) != 4:
+        data = (node.args or node.inputs or (None,))[0]  # an op's result or a constant (a mask)
+        if data is None or not node.outputs or len(data.shape) != 4:
             return "its input is not a 4-D tensor"
-        (_, _, h, w), (_, _, oh, ow) = node.inputs[0].shape, node.outputs[0].shape
+        (_, _, h, w), (_, _, oh, ow) = data.shape, node.outputs[0].shape
         if min(h, w, oh, ow) <= 0 or oh % h or ow % w:
             return f"{h}x{w} -> {oh}x{ow} is not an integer scale"
         if oh // h != ow // w:

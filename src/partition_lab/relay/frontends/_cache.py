@@ -95,8 +95,9 @@ from ._cache_checks import (  # noqa: F401 - VERIFY_ENV and the two Mismatch typ
 
 CACHE_FORMAT = 4  # 2: warnings said again; 3: 0-d weights stay 0-d; 4: the exporter on main
 """Bump when what an entry holds, or how a conversion turns out, changes."""
-PREPARED_FORMAT = 4  # 2: 0-d constants stay 0-d, spans, module attrs; 3: names kept through steps;
-#                     4: einsums that are batched matrix products become nn.batch_matmul
+PREPARED_FORMAT = 5  # 2: 0-d constants stay 0-d, spans, module attrs; 3: names kept through steps;
+#                     4: einsums that are batched matrix products become nn.batch_matmul;
+#                     5: every call on constants folds (TVM evaluates those numpy does not)
 """Bump when a prepared entry's content, or how preparation turns out, changes."""
 MAGIC = b"partition_lab converted model\n"
 PREPARED_MAGIC = b"partition_lab prepared model\n"

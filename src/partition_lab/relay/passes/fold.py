@@ -7,7 +7,12 @@ constants in the graph: Swin's shifted-window attention mask is ``scatter_nd`` o
 Swin-T); judged as ops they made host islands, while ``relay.build`` (FoldConstant) computes them
 once at compile time. TVM's FoldConstant evaluates each such expression by compiling it with
 LLVM, which took about 40 s on ResNet-50 here; these ops are exact in numpy, in milliseconds.
-A call whose op has no folder here, or whose operands a folder does not handle, stays as it is.
+A call on constants whose op has no folder here, or whose operands a folder does not handle
+(an ``image.resize2d`` of a model's all-ones mask, an integer division), is evaluated by TVM
+itself: FoldConstant on that one call, which is what ``relay.build`` computes for it
+(:func:`_tvm_value`); only calls TVM would not fold either (annotations, random numbers, results
+that are not one tensor) stay as they are. Judged as ops, such calls made host islands computed
+only from constants (DETR's mask: resize, ``cumsum``, ``logical_and``).
 
 Folding is also where a weight meets the dtype a target computes in: ToMixedPrecision wraps
 each weight in ``cast(..., "float16")``, and a value past float16's 65504 (a BatchNorm
@@ -86,6 +91,44 @@ def _scatter_nd(expr: relay.Call, data: np.ndarray, indices: np.ndarray,
     return out
 
 
+def _copy(expr: relay.Call, data: np.ndarray) -> np.ndarray:
+    """``copy`` (ONNX Identity): the value itself."""
+    return data.copy()
+
+
+def _take(expr: relay.Call, data: np.ndarray, indices: np.ndarray) -> np.ndarray | None:
+    attrs = expr.attrs
+    axis = 0 if attrs.axis is None else int(attrs.axis)
+    if int(attrs.batch_dims) != 0 or indices.dtype.kind not in "iu" or \
+            (indices.size and (indices.min() < 0 or indices.max() >= data.shape[axis])):
+        return None  # clip/wrap/fast differ only out of range: leave those to TVM
+    return np.take(data, indices, axis=axis)
+
+
+def _gather_nd(expr: relay.Call, data: np.ndarray, indices: np.ndarray) -> np.ndarray | None:
+    """Relay's gather_nd: ``out[y, ...] = data[indices[0, y], ..., indices[M-1, y], ...]``."""
+    if int(expr.attrs.batch_dims) != 0 or indices.dtype.kind not in "iu" or \
+            (indices.size and (indices.min() < 0 or any(
+                indices[i].max() >= data.shape[i] for i in range(indices.shape[0])))):
+        return None
+    return data[tuple(indices[i] for i in range(indices.shape[0]))]
+
+
+def _cumsum(expr: relay.Call, data: np.ndarray) -> np.ndarray | None:
+    """cumsum and cumprod: a running sum (product) in order along one axis, as TVM's scan
+    computes it (numpy's accumulate is sequential too, in the result's dtype)."""
+    attrs = expr.attrs
+    if attrs.exclusive is not None and bool(attrs.exclusive):
+        return None
+    dtype = str(expr.checked_type.dtype)
+    if attrs.axis is None:
+        data, axis = data.reshape(-1), 0
+    else:
+        axis = int(attrs.axis)
+    ufunc = np.multiply if expr.op.name == "cumprod" else np.add
+    return ufunc.accumulate(data.astype(dtype), axis=axis, dtype=dtype)
+
+
 def _elementwise(function: Callable[..., np.ndarray]) -> Callable[..., np.ndarray | None]:
     def fold(expr: relay.Call, *args: np.ndarray) -> np.ndarray | None:
         if function is np.true_divide and any(a.dtype.kind in "iub" for a in args):
@@ -106,6 +149,11 @@ _FOLDERS: dict[str, Callable[..., np.ndarray | None]] = {
     "broadcast_to": _to_result_shape,
     "strided_slice": _strided_slice,
     "scatter_nd": _scatter_nd,
+    "copy": _copy,
+    "take": _take,
+    "gather_nd": _gather_nd,
+    "cumsum": _cumsum,
+    "cumprod": _cumsum,
     "add": _elementwise(np.add),
     "subtract": _elementwise(np.subtract),
     "multiply": _elementwise(np.multiply),
@@ -120,6 +168,7 @@ _FOLDERS: dict[str, Callable[..., np.ndarray | None]] = {
     "logical_not": _elementwise(np.logical_not),
     "logical_and": _elementwise(np.logical_and),
     "logical_or": _elementwise(np.logical_or),
+    "logical_xor": _elementwise(np.logical_xor),
     "where": _elementwise(np.where),
 }
 
@@ -153,8 +202,9 @@ class _Folding:
 def fold_constant_calls(mod: tvm.IRModule, hazards: list[NumericHazard] | None = None,
                         keep_fp32: bool = False,
                         names: Mapping[tuple[str, float], str] | None = None) -> tvm.IRModule:
-    """``mod`` (type-checked) with every call of :data:`_FOLDERS` on constants replaced by its
-    value, to a fixed point (a chain folds from its first call on); ``mod`` itself if none.
+    """``mod`` (type-checked) with every call on constants replaced by its value (computed by
+    :data:`_FOLDERS`, else by TVM: :func:`_tvm_value`), to a fixed point (a chain folds from
+    its first call on); ``mod`` itself if none.
 
     Each op left using a folded value that overflowed its dtype is appended to ``hazards``
     (when given); with ``keep_fp32`` that op computes in float32 instead.
@@ -264,11 +314,58 @@ def _rebuilt_call(expr: relay.Call, state: _Folding) -> relay.Expr | None:
             if record is not None:
                 state.overflowed[object_key(const)] = record
             return const
+    if all(o is None for o in overflowed) and _tvm_folds(expr, new_args):
+        value = _tvm_value(expr, new_args)
+        if value is not None:
+            return value
     if any(o is not None for o in overflowed):
         return _hazard_use(expr, args, new_args, overflowed, state)
     if any(object_key(a) in state.replaced for a in args):
         return relay.Call(op, new_args, expr.attrs, None, expr.span)
     return None
+
+
+#: Op name prefixes TVM's evaluation is not asked to fold: annotations and device placement,
+#: random numbers, memory and VM builtins, quantized ops (FoldConstant leaves QNN ops too).
+_NOT_FOLDED = ("annotation.", "random.", "memory.", "vm.", "qnn.", "device_copy", "on_device",
+               "nn.dropout")
+
+#: The largest result (elements) a call is folded to: a constant larger than this stays a call.
+_MAX_FOLDED_ELEMENTS = 1 << 24
+
+
+def _tvm_folds(expr: relay.Call, args: list[relay.Expr]) -> bool:
+    """Whether ``expr`` (its operands now ``args``) is a call on constants only (a tuple of
+    constants counts: concatenate) whose one tensor result TVM's FoldConstant may compute."""
+    ty = expr.checked_type
+    if not isinstance(expr.op, tvm.ir.Op) or not args or not isinstance(ty, relay.TensorType) \
+            or expr.op.name.startswith(_NOT_FOLDED):
+        return False
+    if not all(isinstance(a, relay.Constant) or (isinstance(a, relay.Tuple) and all(
+            isinstance(f, relay.Constant) for f in a.fields)) for a in args):
+        return False
+    try:
+        return int(np.prod(_shape(expr))) <= _MAX_FOLDED_ELEMENTS
+    except (TypeError, ValueError):  # a dynamic shape
+        return False
+
+
+def _tvm_value(expr: relay.Call, args: list[relay.Expr]) -> relay.Constant | None:
+    """``expr`` on the constants ``args`` evaluated by TVM (FoldConstant on this one call, as
+    ``relay.build`` folds it), or None where TVM leaves it a call or cannot evaluate it."""
+    call = relay.Call(expr.op, args, expr.attrs, expr.type_args)
+    try:
+        mod = relay.transform.InferType()(tvm.IRModule.from_expr(relay.Function([], call)))
+        with tvm.transform.PassContext(opt_level=3):
+            body = relay.transform.FoldConstant()(mod)["main"].body
+    except tvm.TVMError:
+        return None
+    if not isinstance(body, relay.Constant):
+        return None
+    value = body.data.numpy()
+    if value.shape != _shape(expr) or str(value.dtype) != str(expr.checked_type.dtype):
+        return None
+    return relay.const(value)
 
 
 def _overflow_of(expr: relay.Call, operands: list[np.ndarray],
