@@ -20,7 +20,7 @@ supported where each of its ops is).
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,7 +63,9 @@ class Pattern:
 
     ``name`` is what a unit is called (``layer_norm``, the ``Composite`` name a codegen sees);
     ``stands_for`` the Relay ops whose support decides the unit's; ``form`` tells the variants
-    of one pattern apart (which importer writes it that way).
+    of one pattern apart (which importer writes it that way). ``check``, where given, is asked
+    of every match (the graph and the matched nodes in step order) and must return True: the
+    shape conditions that make ``expand_dims``, ``broadcast_to``, ``reshape`` a ``repeat``.
     """
 
     name: str
@@ -71,6 +73,8 @@ class Pattern:
     stands_for: tuple[str, ...] = ()
     form: str = ""
     description: str = ""
+    check: Callable[[OpGraph, Sequence[int]], bool] | None = field(
+        default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if not self.steps:
@@ -156,6 +160,9 @@ def match_at(graph: OpGraph, pattern: Pattern, output: int,
     last = len(pattern.steps) - 1
     found = _solve(graph, pattern, inputs, last, {last: output}, {})
     if found is None:
+        return None
+    if pattern.check is not None and not pattern.check(
+            graph, [found[i] for i in range(len(pattern.steps))]):
         return None
     nodes: list[int] = []
     for node in (found[i] for i in range(len(pattern.steps))):

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from ..patterns import Pattern
 from .activations import gelu_erf, gelu_erf_half_first, gelu_tanh, hard_sigmoid, hard_swish, silu
-from .attention import attention, cast_scale, softmax
+from .attention import attention, cast_scale, softmax, window_attention
 from .norms import layer_norm, rms_norm
+from .positional import repeat_kv, rotary
 
 #: The built-in library: each pattern in the forms the importers produce.
 PATTERNS: tuple[Pattern, ...] = (
@@ -19,6 +20,10 @@ PATTERNS: tuple[Pattern, ...] = (
     *(attention(scale, mask, reshape, guard) for scale in ("", "multiply", "divide")
       for mask in ("", "tensor", "constant") for reshape in (False, True)
       for guard in (False, True)),
+    *(window_attention(scale, mask) for scale in ("", "multiply", "divide")
+      for mask in ("constant", "tensor")),
+    *(rotary(partial, tables) for partial in (False, True) for tables in ("constant", "tensor")),
+    repeat_kv(),
 )
 
 #: Pattern names, for did-you-mean in target files.
