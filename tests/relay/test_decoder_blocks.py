@@ -172,3 +172,39 @@ def test_einsum_attention_partitioned_region_by_region_computes_as_unpartitioned
         assert "attention" in {u.name for u in result.plan.support.units}
         assert len(result.plan.regions) > 1, result.plan.summary()
         check_region_by_region(result, inputs)
+
+
+def test_profiling_times_rotary_and_repeat_kv_whole_and_the_cost_model_prices_them_so(
+        llama) -> None:
+    """The PyTorch executor runs each rotary and repeat_kv unit as one timed call (its ops in
+    order), and the profiled cost model prices the unit at that time, not as its ops' sum."""
+    import math
+
+    from partition_lab.api import analyze
+    from partition_lab.core.patterns import composite_node
+    from partition_lab.cost_models.base import node_times
+    from partition_lab.cost_models.profiled import ProfiledCostModel
+    from partition_lab.cost_models.signatures import op_signature
+    from partition_lab.profiling import profile
+    from partition_lab.profiling.cache import ProfileCache
+
+    mod, params, _, _ = llama
+    analysis = analyze(mod, "neuron", params=params)
+    graph = analysis.graph
+    units = [u for u in analysis.support.units if u.name in ("rotary", "repeat_kv")]
+    assert len(units) == 4
+    cache = ProfileCache({})
+    profile((mod, params), "neuron", cache=cache, strategies=["greedy"], runner="torch",
+            runner_options={"repeats": 3, "batch_s": 0.001}, graphs=False)
+    (entry,) = cache.devices.values()
+    model = ProfiledCostModel(cache.to_dict(), analysis.platform)
+    by_op = node_times(model, graph, analysis.platform, "neuron")
+    whole = node_times(model, graph, analysis.platform, "neuron", analysis.support.units)
+    for unit in units:
+        composite = composite_node(graph, unit)
+        stats = entry.ops[op_signature(composite)]
+        assert stats.op == f"composite:{unit.name}"
+        assert math.isfinite(stats.median_s) and stats.median_s > 0
+        priced = sum(whole[n] for n in unit.nodes)
+        assert priced == pytest.approx(model.op_time(composite, "neuron"), rel=1e-9)
+        assert priced != pytest.approx(sum(by_op[n] for n in unit.nodes), rel=1e-6)
