@@ -23,10 +23,12 @@ Predicted times are the platform's cost model (``tensorcore``: the H200 roofline
 ``--bundles DIR`` also writes, per model, size and ``--bundle-platforms`` platform, two GPU
 bundles (``bench/gpu/README.md``): ``<model>_<size>_<platform>`` with patterns and the same
 with ``_op_by_op``, each with the plans of ``--strategies`` and the all-GPU baseline, and
-``DIR/order.json``, so that the bench/gpu pipeline times patterns against op by op on the
-H200 (its step 2 onwards: ``bash bench/gpu/profiled_pipeline.sh profile DIR``, then
-``run run1``; ``bench/gpu/profiled_evidence.py`` with ``--bundles DIR`` times the plans as
-exported).
+``DIR/order.json``, so that the GPU machine times patterns against op by op: as exported,
+``bench/gpu/evidence.py --bundles DIR --out FILE --interleave greedy cost unpartitioned_gpu``
+(each plan checked against the unpartitioned graph, then timed in turns with it), or
+profiled first (``WORK=... bash bench/gpu/profiled_pipeline.sh profile DIR``, then ``run``).
+``--measured FILE`` (no model is built) reads what ``evidence.py`` wrote and prints, per
+model, size and platform, the measured greedy plan op by op over the one with patterns.
 """
 
 from __future__ import annotations
@@ -149,7 +151,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="platforms of the bundles (with --bundles)")
     parser.add_argument("--strategies", default="greedy,cost",
                         help="strategies planned in the bundles (with --bundles)")
+    parser.add_argument("--measured", type=Path,
+                        help="only report an evidence.py run of the bundles (no model built)")
     args = parser.parse_args(argv)
+    if args.measured:
+        return report_measured(json.loads(args.measured.read_text()))
     rows, order = [], []
     for size in args.sizes.split(","):
         for kind in args.models.split(","):
@@ -188,6 +194,25 @@ def print_table(rows: list[dict]) -> None:
         ratio = (o["predicted_s"] / r["predicted_s"]) if r["predicted_s"] else float("nan")
         print(f"{kind:<8}{size:<8}{name:<13}{o['regions']:>20} + {o['islands']:<4}"
               f"{r['regions']:>5} + {r['islands']:<4}{ratio:>17.3f}x")
+
+
+def report_measured(evidence: dict) -> int:
+    """Measured median of each bundle's greedy plan, op by op over patterns, per bundle pair;
+    the ratio to the all-GPU baseline where the bundle has one (timed in turns)."""
+    medians = {}
+    for model in evidence["models"]:
+        plans = model.get("plans", {})
+        medians[model["bundle"]] = {name: plan.get("median_s") for name, plan in plans.items()}
+    print(f"device {evidence.get('gpu') or evidence.get('device')}\n"
+          f"{'bundle':<28}{'patterns ms':>13}{'op by op ms':>13}{'op/pat':>8}")
+    for bundle, plans in medians.items():
+        other = medians.get(f"{bundle}_op_by_op")
+        if bundle.endswith("_op_by_op") or other is None:
+            continue
+        mine, theirs = plans.get("greedy"), other.get("greedy")
+        if mine and theirs:
+            print(f"{bundle:<28}{mine * 1e3:>13.3f}{theirs * 1e3:>13.3f}{theirs / mine:>8.3f}")
+    return 0
 
 
 if __name__ == "__main__":
