@@ -174,10 +174,15 @@ def test_einsum_attention_partitioned_region_by_region_computes_as_unpartitioned
         check_region_by_region(result, inputs)
 
 
+@pytest.mark.parametrize("runner, options", [
+    ("torch", {"repeats": 3, "batch_s": 0.001}),
+    ("tvm-llvm", {"number": 1, "repeat": 3, "min_repeat_ms": 0}),
+])
 def test_profiling_times_rotary_and_repeat_kv_whole_and_the_cost_model_prices_them_so(
-        llama) -> None:
-    """The PyTorch executor runs each rotary and repeat_kv unit as one timed call (its ops in
-    order), and the profiled cost model prices the unit at that time, not as its ops' sum."""
+        llama, runner: str, options: dict) -> None:
+    """Each rotary and repeat_kv unit is timed as one unit (torch: its ops in one timed call;
+    TVM: one module of its ops), and the profiled cost model prices the unit at that time, not
+    as its ops' sum."""
     import math
 
     from partition_lab.api import analyze
@@ -194,8 +199,8 @@ def test_profiling_times_rotary_and_repeat_kv_whole_and_the_cost_model_prices_th
     units = [u for u in analysis.support.units if u.name in ("rotary", "repeat_kv")]
     assert len(units) == 4
     cache = ProfileCache({})
-    profile((mod, params), "neuron", cache=cache, strategies=["greedy"], runner="torch",
-            runner_options={"repeats": 3, "batch_s": 0.001}, graphs=False)
+    profile((mod, params), "neuron", cache=cache, strategies=["greedy"], runner=runner,
+            runner_options=options, graphs=False)
     (entry,) = cache.devices.values()
     model = ProfiledCostModel(cache.to_dict(), analysis.platform)
     by_op = node_times(model, graph, analysis.platform, "neuron")
