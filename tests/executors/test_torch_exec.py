@@ -535,6 +535,38 @@ def test_synthetic_weights_depend_on_seed_only_and_calibration_normalises() -> N
 
 
 @needs_torch
+@pytest.mark.parametrize("seed", range(8))
+def test_synthetic_weights_keep_an_rms_norm_finite(seed: int) -> None:
+    """RMSNorm as exported: power(x, 2), mean, add eps, sqrt, divide(1, .), multiply. A random
+    exponent makes x^0.7 of a negative x NaN, a negative eps a NaN sqrt: the exponent is 2 and a
+    scalar added is positive."""
+    from partition_lab.executors.graph_io import ArgRef
+    from partition_lab.executors.torch_exec import run_plan
+    from partition_lab.executors.weights import synthetic_weights
+
+    x, row, scalar = (TensorType(s, "float32") for s in ((1, 16, 8), (1, 16, 1), ()))
+    b = OpGraphBuilder("rms_norm")
+    h = b.input("x", x)
+    sq = b.op("power", [h], weights=[scalar])
+    mean = b.op("mean", [sq], outputs=[row], attrs={"axis": (-1,), "keepdims": True})
+    eps = b.op("add", [mean], weights=[scalar])
+    root = b.op("sqrt", [eps])
+    inv = b.op("divide", [root], weights=[scalar])
+    out = b.op("multiply", [h, inv], outputs=[x])
+    graph = b.build(outputs=[out])
+    tensor = [ArgRef("tensor", key=k) for k in
+              ("input:x", "power_0:0", "mean_1:0", "add_2:0", "sqrt_3:0", "divide_4:0")]
+    weight = ArgRef("weight", index=0)
+    bindings = ((tensor[0], weight), (tensor[1],), (tensor[2], weight), (tensor[3],),
+                (tensor[4], weight), (tensor[0], tensor[5]))
+    weights = synthetic_weights(graph, bindings, seed)
+    assert weights[0][0] == 2.0 and weights[2][0] > 0
+    inputs = {"x": (0.1 * np.random.default_rng(seed).standard_normal(x.shape)).astype("float32")}
+    (got,), _ = run_plan(graph, None, inputs, weights, bindings=bindings, device="cpu")
+    assert np.isfinite(got).all()
+
+
+@needs_torch
 @pytest.mark.parametrize("graph_dtype, device, mode, expected", [
     ("float16", "cuda", "graph", "float16"),
     ("float16", "cpu", "graph", "float32"),

@@ -66,20 +66,48 @@ def tuples(cell: str) -> list[tuple[int, ...]]:
 def instances(pattern: Pattern) -> list[OpGraph]:
     """One graph per choice of op at each step of ``pattern``, built from its steps: named values
     are graph inputs (``ids`` int64, as tokenizers give them), a step with one argument or none
-    gets a constant operand (as eps, 0.5, gamma)."""
+    gets a constant operand (as eps, 0.5, gamma). A pattern that checks its shapes gets the
+    shapes of :func:`layout`."""
     graphs = []
+    value, steps = layout(pattern)
     for ops in itertools.product(*(sorted(step.ops) for step in pattern.steps)):
         b = OpGraphBuilder(f"{pattern.name}:{pattern.form}:{'-'.join(ops)}")
         named, nodes = {}, []
         for index, (step, op) in enumerate(zip(pattern.steps, ops, strict=True)):
-            for value in step.args:
-                if isinstance(value, str) and value not in named:
-                    named[value] = b.input(value, IDS if value == "ids" else X)
+            for name in step.args:
+                if isinstance(name, str) and name not in named:
+                    named[name] = b.input(name, IDS if name == "ids" else value)
             args = [nodes[a] if isinstance(a, int) else named[a] for a in step.args]
+            shape, attrs = steps.get(index, (None, {}))
             nodes.append(b.op(op, args, weights=[SCALAR] if len(args) < 2 else [],
-                              name=f"step{index}"))
+                              name=f"step{index}", attrs=attrs,
+                              outputs=None if shape is None else [TensorType(shape, "float32")]))
         graphs.append(b.build(outputs=[nodes[-1]]))
     return graphs
+
+
+def layout(pattern: Pattern) -> tuple[TensorType, dict[int, tuple[tuple[int, ...], dict]]]:
+    """The input and the (output shape, attributes) of the steps whose shapes a pattern's check
+    reads: rotary's halves of (1, 4, 16, 16) (Phi: of its first 8 channels), repeat_kv's two
+    copies of (1, 2, 16, 16)."""
+    def cut(shape: tuple[int, ...], start: int, width: int) -> tuple[tuple[int, ...], dict]:
+        return shape[:-1] + (width,), {"begin": (start,), "end": (start + width,), "axes": (3,)}
+
+    if pattern.name == "repeat_kv":
+        return TensorType((1, 2, 16, 16), "float32"), {
+            0: ((1, 2, 1, 16, 16), {"axis": 2}), 1: ((1, 2, 2, 16, 16), {}),
+            2: ((1, 4, 16, 16), {})}
+    if pattern.name != "rotary":
+        return X, {}
+    full = (1, 4, 16, 16)
+    partial = "partial" in pattern.form
+    x, first = ((1, 4, 16, 8), 1) if partial else (full, 0)
+    steps = {first + 1: cut(x, 4 if partial else 8, x[-1] // 2),
+             first + 2: (x[:-1] + (x[-1] // 2,), {}), first + 3: cut(x, 0, x[-1] // 2),
+             first + 4: (x, {})}
+    if partial:
+        steps.update({0: cut(full, 0, 8), 8: cut(full, 8, 8), 9: (full, {})})
+    return TensorType(full, "float32"), steps
 
 
 def _forms(name: str, qualifier: str) -> list[Pattern]:

@@ -20,7 +20,7 @@ supported where each of its ops is).
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,7 +65,9 @@ class Pattern:
     ``stands_for`` the Relay ops whose support decides the unit's; ``form`` tells the variants
     of one pattern apart (which importer writes it that way); ``construct`` is the construct in a
     reason's words where the name alone does not say it (``embedding lookup with {dtype} ids``:
-    ``{dtype}`` is the dtype of the first tensor the unit reads from outside).
+    ``{dtype}`` is the dtype of the first tensor the unit reads from outside). ``check``, where given, is asked
+    of every match (the graph and the matched nodes in step order) and must return True: the
+    shape conditions that make ``expand_dims``, ``broadcast_to``, ``reshape`` a ``repeat``.
     """
 
     name: str
@@ -74,6 +76,8 @@ class Pattern:
     form: str = ""
     description: str = ""
     construct: str = ""
+    check: Callable[[OpGraph, Sequence[int]], bool] | None = field(
+        default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if not self.steps:
@@ -168,6 +172,9 @@ def match_at(graph: OpGraph, pattern: Pattern, output: int,
     last = len(pattern.steps) - 1
     found = _solve(graph, pattern, inputs, last, {last: output}, {})
     if found is None:
+        return None
+    if pattern.check is not None and not pattern.check(
+            graph, [found[i] for i in range(len(pattern.steps))]):
         return None
     nodes: list[int] = []
     for node in (found[i] for i in range(len(pattern.steps))):

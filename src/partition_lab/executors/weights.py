@@ -79,18 +79,25 @@ def _synthetic_array(node: OpNode, position: int, spec: TensorType,
         return (1.0 + 0.1 * rng.standard_normal(shape)).astype(dtype)
     if node.op in ("multiply", "divide", "power"):
         return rng.uniform(0.5, 1.5, shape).astype(dtype)
+    if node.op == "add" and math.prod(shape) == 1:
+        # a scalar added is mostly a norm's epsilon before a (r)sqrt: positive, or RMSNorm's
+        # sqrt(mean(x^2) + eps) is NaN wherever a random eps is below -mean(x^2)
+        return np.abs(0.1 * rng.standard_normal(shape)).astype(dtype)
     return (0.1 * rng.standard_normal(shape)).astype(dtype)
 
 
 def _fixed_argument(node: OpNode, position: int) -> float | None:
     """Scalar arguments that random values would make meaningless: what the frontends write
-    (arange from 0 by 1; box_nms: score threshold 0, no output limit, IoU threshold 0.5)."""
+    (arange from 0 by 1; box_nms: score threshold 0, no output limit, IoU threshold 0.5; a
+    scalar exponent 2)."""
     if node.op == "arange":
         return {0: 0.0, 1: float(node.outputs[0].shape[0]), 2: 1.0}.get(position)
     if node.op == "vision.get_valid_counts" and position == 1:
         return 0.0
     if node.op == "vision.non_max_suppression":
         return {3: -1.0, 4: 0.5}.get(position)
+    if node.op == "power" and position == 1 and math.prod(node.args[1].shape) == 1:
+        return 2.0  # a scalar exponent (RMSNorm's x^2): a random one makes x^0.7 of x < 0 NaN
     return None
 
 

@@ -14,9 +14,10 @@ from .activations import (
     quick_gelu,
     silu,
 )
-from .attention import attention, cast_scale, softmax
+from .attention import attention, cast_scale, softmax, window_attention
 from .lookups import embedding
 from .norms import group_norm, layer_norm, rms_norm
+from .positional import repeat_kv, rotary
 
 #: The built-in library: each pattern in the forms the importers produce.
 PATTERNS: tuple[Pattern, ...] = (
@@ -34,6 +35,10 @@ PATTERNS: tuple[Pattern, ...] = (
       for a, r in (("1 + w", False), ("w", True), ("1 + w", True), ("", True))),
     gelu_tanh("x first"), gelu_tanh("before x"), quick_gelu(),
     *(group_norm(a) for a in ("cast_like", "plain", "")), embedding(),
+    *(window_attention(scale, mask) for scale in ("", "multiply", "divide")
+      for mask in ("constant", "tensor")),
+    *(rotary(partial, tables) for partial in (False, True) for tables in ("constant", "tensor")),
+    repeat_kv(),
 )
 
 #: Pattern names, for did-you-mean in target files.

@@ -47,3 +47,25 @@ def attention(scale: str, mask: str, reshape: bool, guard: bool) -> Pattern:
                                    guard and "NaN guard", reshape and "4-d reshapes"])) or "plain"
     return Pattern("attention", tuple(steps), ("nn.batch_matmul", "nn.softmax"), form,
                    "scaled dot-product attention: softmax(q k^T [scale] [+ mask]) v")
+
+
+def window_attention(scale: str, mask: str) -> Pattern:
+    """Shifted-window attention (Swin, Liu et al. 2021, eq. 4 and section 3.2): ``softmax(q k^T
+    [scale] + B)`` with the relative position bias ``B`` added per head and, in a shifted block,
+    the shift mask added per window between two reshapes (``(nW*b, h, N, N)`` to ``(b, nW, h,
+    N, N)`` and back), as torchvision's ``shifted_window_attention`` and ``transformers``'
+    ``SwinSelfAttention`` write it. ``mask``: ``"constant"`` (folded) or ``"tensor"``."""
+    steps = [Step.of("nn.batch_matmul", "q", "k"), Step.of("reshape", 0)]
+    if scale:
+        steps.append(Step.of(scale, len(steps) - 1))
+    steps.append(Step.of("add", len(steps) - 1))  # the relative position bias, a constant
+    steps.append(Step.of("reshape", len(steps) - 1))
+    steps.append(Step.of("add", len(steps) - 1, *(("mask",) if mask == "tensor" else ())))
+    steps.append(Step.of("reshape", len(steps) - 1))
+    steps.append(Step.of("nn.softmax", len(steps) - 1))
+    steps.append(Step.of("reshape", len(steps) - 1))
+    steps.append(Step.of("nn.batch_matmul", len(steps) - 1, "v"))
+    form = ", ".join(filter(None, [scale and f"{scale} scale", "position bias",
+                                   f"{mask} shift mask", "4-d reshapes"]))
+    return Pattern("attention", tuple(steps), ("nn.batch_matmul", "nn.softmax"), form,
+                   "shifted-window attention: softmax(q k^T [scale] + bias + shift mask) v")
