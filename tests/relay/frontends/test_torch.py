@@ -343,6 +343,28 @@ def test_onnx_reduce_over_several_constant_axes_keeps_them_all() -> None:
     np.testing.assert_allclose(got, x.mean(axis=(2, 3), keepdims=True), rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.parametrize("op, reduce", [("GlobalAveragePool", np.mean),
+                                        ("GlobalMaxPool", np.max)])
+def test_a_global_1d_pool_is_read_partitioned_and_computed(op: str, reduce) -> None:
+    """A 3-D GlobalAveragePool (the TorchScript export of Swin's ``AdaptiveAvgPool1d(1)``) is
+    TVM's ``nn.adaptive_avg_pool1d``, whose attributes TVM 0.19 cannot show to Python: the graph
+    reader failed on it ("has no attribute list_field_info"). It loads as the reduction it is."""
+    graph = helper.make_graph(
+        [helper.make_node(op, ["x"], ["y"], name="pooler")], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 6])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 1])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    from partition_lab.relay.frontends._onnx import load_onnx_model
+
+    mod, params = load_onnx_model(model, "pool.onnx", None)
+    assert "adaptive" not in mod.astext() and "span=pooler" in mod.astext()
+    for platform in ("neuron", "cpu"):
+        partition_lab.partition(mod, platform, params=params).plan.validate()
+    x = np.random.default_rng(0).standard_normal((1, 4, 6)).astype("float32")
+    got = run_module(mod, {"x": x}, opt_level=0)[0]
+    np.testing.assert_allclose(got, reduce(x, axis=2, keepdims=True), rtol=1e-6, atol=1e-6)
+
+
 class Normalized(nn.Module):
     """Cosine-attention's pieces: a weight-normed projection, then ``F.normalize``, which
     PyTorch's exporter writes as ReduceL2 with its axes as an input (opset 18) and Clip (the
