@@ -132,9 +132,45 @@ def finish_module(mod: tvm.IRModule, exporter: str = "") -> tvm.IRModule:
     """Run type inference so that every call has its checked type; ``exporter`` (what wrote the
     graph, :func:`~partition_lab.core.provenance.exporter_of`) is recorded on ``main``."""
     mod = relay.transform.InferType()(mod)
+    mod = _global_pools_1d_as_reductions(mod)
     if exporter:
         mod["main"] = mod["main"].with_attr(EXPORTER_ATTR, exporter)
     return mod
+
+
+#: 1-D adaptive pools whose attributes TVM 0.19 does not register in Python (a plain ``Object``
+#: without fields), and the reduction each is when its output has one element per channel.
+_POOL_1D = {"nn.adaptive_avg_pool1d": relay.mean, "nn.adaptive_max_pool1d": relay.max}
+
+
+def _global_pools_1d_as_reductions(mod: tvm.IRModule) -> tvm.IRModule:
+    """A global 1-D pool (ONNX ``GlobalAveragePool`` of a 3-D tensor: the TorchScript export of
+    Swin's ``AdaptiveAvgPool1d(1)``) as the ``mean``/``max`` over its last axis it computes,
+    keeping its span: TVM 0.19's ``AdaptivePool1DAttrs`` cannot be read from Python, so no
+    graph reader sees its layout. Other 1-D pools are left as they are."""
+    found = []
+    relay.analysis.post_order_visit(mod["main"], lambda e: found.append(
+        isinstance(e, relay.Call) and str(getattr(e.op, "name", "")) in _POOL_1D))
+    if not any(found):
+        return mod
+
+    class Rewrite(relay.ExprMutator):
+        def visit_call(self, call: relay.Call) -> relay.Expr:
+            new = super().visit_call(call)
+            name = str(getattr(call.op, "name", ""))
+            shape = [int(d) for d in getattr(call.checked_type, "shape", ())]
+            given = [int(d) for d in getattr(call.args[0].checked_type, "shape", ())]
+            if name not in _POOL_1D or len(shape) != 3 or shape[2] != 1 or \
+                    len(given) != 3 or given[1] != shape[1]:
+                return new  # not a global pool over the last axis of NCW
+            reduced = _POOL_1D[name](new.args[0], axis=[2], keepdims=True)
+            return relay.Call(reduced.op, reduced.args, reduced.attrs, None, call.span)
+
+    main = mod["main"]
+    body = Rewrite().visit(main.body)
+    mod["main"] = relay.Function(main.params, body, main.ret_type, main.type_params, main.attrs,
+                                 main.span)
+    return relay.transform.InferType()(mod)
 
 
 def _is_positive_int(value: object) -> bool:

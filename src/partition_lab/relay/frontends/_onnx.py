@@ -9,6 +9,7 @@ and turns TVM's exceptions into partition_lab errors.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import re
 import warnings
@@ -297,21 +298,35 @@ def fixed_reshape_error(
 
     Exporters often write a Reshape's target as constants (``(1, 16, 4, 16)``) instead of
     ``0``/``-1`` for the batch axis: the model then only converts with the shapes it was
-    exported for, and TVM's report says neither which node nor what to do.
+    exported for, and TVM's report says neither which node nor what to do. Two forms:
+
+    - the inputs are declared static (the TorchScript exporter without ``dynamic_axes``): the
+      declared shape is the one to keep;
+    - an input's batch is declared dynamic (``dim_param``) and a Reshape still holds the
+      example's batch: torch.onnx's dynamo export specializes a batch of 1 even with
+      ``dynamic_axes`` (a ``torch.nn.TransformerEncoder``'s attention). The exported batch is
+      the given one divided by how many times more elements the Reshape got than it holds.
     """
     match = _RESHAPE_MISMATCH.search(str(exc))
-    inputs = {k: v for k, v in shapes.items() if k in declared}
-    fixed = {k: tuple(dims) for k, dims in declared.items()
-             if all(isinstance(d, int) for d in dims)}
-    changed = {k for k, v in inputs.items() if k in fixed and fixed[k] != v}
-    if match is None or not changed:
+    if match is None:
         return None
-    target = tuple(int(d) for d in match.group(2).split(",") if d.strip())
+    inputs = {k: v for k, v in shapes.items() if k in declared}
+    got, target = (tuple(int(d) for d in group.split(",") if d.strip())
+                   for group in match.groups())
+    ratio = math.prod(got) / max(math.prod(target), 1)
+    symbolic = {k for k, dims in declared.items() if k in inputs
+                and any(not isinstance(d, int) or d <= 0 for d in dims)}
+    fixed = {k: tuple(dims) for k, dims in declared.items()
+             if k in inputs and k not in symbolic}
+    changed = {k for k in fixed if fixed[k] != inputs[k]}
+    if symbolic and not changed:
+        return _dynamic_batch_fixed(model, name, declared, inputs, symbolic, target, ratio)
+    if not changed:
+        return None
     node = _fixed_reshape(model, target)
     where = f"in Reshape node {node!r}" if node else "in a Reshape"
-    batch_only = all(
-        fixed[k][1:] == inputs[k][1:] and target[:1] == fixed[k][:1] for k in changed)
-    given = ", ".join(f"{k}=" + ",".join(map(str, v)) for k, v in inputs.items())
+    batch_only = all(fixed[k][1:] == inputs[k][1:] for k in changed)
+    given = _given(inputs)
     keep = f" or keep its shape ({shapes_hint({k: fixed[k] for k in sorted(changed)})})"
     if batch_only:
         return InputShapeError(
@@ -322,6 +337,40 @@ def fixed_reshape_error(
         f"{name} fixes a shape {where} (to {','.join(map(str, target))}) that input shape "
         f"{given} does not fit: export it for these shapes (or with 0 or -1 in the "
         f"Reshape's target){keep}")
+
+
+def _given(inputs: Mapping[str, tuple[int, ...]]) -> str:
+    return ", ".join(f"{k}=" + ",".join(map(str, v)) for k, v in inputs.items())
+
+
+def _dynamic_batch_fixed(model: onnx.ModelProto, name: str,
+                         declared: Mapping[str, list[DeclaredDim]],
+                         inputs: Mapping[str, tuple[int, ...]], symbolic: set[str],
+                         target: tuple[int, ...], ratio: float) -> InputShapeError | None:
+    """The message of :func:`fixed_reshape_error` for inputs with a dimension declared dynamic
+    (the batch: axis 0, or axis 1 of a sequence-first ``TransformerEncoder``); None when they
+    have several dynamic dimensions of different sizes (no one size the exporter fixed)."""
+    axes = [(k, axis, dim) for k in sorted(symbolic) for axis, dim in enumerate(declared[k])
+            if not isinstance(dim, int) or dim <= 0]
+    sizes = {inputs[k][axis] for k, axis, _ in axes}
+    if len(sizes) != 1:
+        return None
+    node = _fixed_reshape(model, target)
+    where = f"in Reshape node {node!r}" if node else "in a Reshape"
+    exported = sizes.pop() / ratio if ratio >= 1 else 0.0
+    keep = ""
+    if exported >= 1 and exported.is_integer():
+        kept = {k: tuple(int(exported) if (k, axis) in {(a, b) for a, b, _ in axes} else size
+                         for axis, size in enumerate(inputs[k])) for k in sorted(symbolic)}
+        keep = f", or keep the batch it was exported at ({shapes_hint(kept)})"
+    dims = ", ".join(f"{k!r} dimension {axis}" + (f" ({dim})" if dim else "")
+                     for k, axis, dim in axes)
+    return InputShapeError(
+        f"{name} declares a dynamic batch ({dims}) but fixes it {where} (to "
+        f"{','.join(map(str, target))}), so it cannot take input shape {_given(inputs)}: the "
+        "exporter wrote the example's batch into the graph (torch.onnx's dynamo export does "
+        "so for an example batch of 1, even with dynamic_axes); export it with an example batch "
+        f"of 2 or more (or at this batch){keep}")
 
 
 def _fixed_reshape(model: onnx.ModelProto, target: tuple[int, ...]) -> str | None:

@@ -11,13 +11,17 @@ by its path (``layer1.0.relu``, ``layer1.0.relu#2``...) and the rest
 ``<enclosing module>/<op>`` (``layer1.0/add``); the measurement is in the CHANGELOG.
 ``torch.jit.trace`` is also deprecated in PyTorch 2.14, and a ``.pt2`` holds no TorchScript.
 
-No fallback to the TorchScript exporter (``torch.onnx.export(..., dynamo=False)``) when
-``torch.export`` fails: tracing records one path through code that branches on tensor values,
-which is what ``torch.export`` refuses, so the graph would hold the example's branch without a
-word; the models that fail so (detectors' post-processing) give graphs partition_lab cannot
-split anyway (``If``, ``Loop``, shapes computed from the data); and PyTorch 2.14 warns that
-exporter "will be removed". A failure is one line naming the construct and where it is
-(:func:`export_failure`).
+When the dynamo export fails, the TorchScript exporter (``torch.onnx.export(...,
+dynamo=False)``, opset 17) is tried, and one line on stderr says so, with the construct and the
+place the dynamo export failed on (:func:`~partition_lab._torch_onnx.export_module`): Swin's
+attention (SDPA with a computed mask, then ``.reshape(*input_shape, -1)``) cannot be decomposed
+by torch 2.14, and the TorchScript exporter loads it. Its nodes get the same module-path names
+(from the scopes it writes, ``/encoder/layers.0/.../q_proj/MatMul``), and the model's metadata
+says which exporter wrote it, so a plan says so too. Not when ``torch.export`` stops at a
+shape or branch that depends on tensor values: tracing records one path through such code, so
+the graph would hold the example's branch without a word. When both fail, one line names the
+construct, the file and line, the fallback tried and a known fix (``use_cache=False`` for a
+decoder returning its ``DynamicCache``).
 
 The exporter's metadata is the source of the names: each node carries
 ``pkg.torch.onnx.name_scopes`` (``['', 'layer1', 'layer1.0', 'layer1.0.conv1', 'conv2d_1']``:
@@ -42,6 +46,7 @@ from ..._torch_onnx import (  # noqa: F401
     TORCH_ONNX_OPSET,
     _export,
     export_failure,
+    export_module,
     exported_program_to_onnx,
     module_path,
     module_to_onnx,
@@ -85,8 +90,7 @@ def load_torch_module(
             f"{shapes_option()} names {len(names)} input(s) ({names}) but the module is called "
             f"with {len(args)} example input(s); name each one, in call order")
     label = f"the PyTorch module {type(module).__name__}"
-    program = _export(torch, module, args, label)
-    model = exported_program_to_onnx(program, names, label)
+    model = export_module(torch, module, args, names, label)
     return _convert(model, label, input_shapes)
 
 
