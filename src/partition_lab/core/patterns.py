@@ -75,9 +75,10 @@ class Pattern:
     stands_for: tuple[str, ...] = ()
     form: str = ""
     description: str = ""
-    construct: str = ""
+    # keyword-only: a positional argument after ``description`` is easily given to the wrong one
+    construct: str = field(default="", kw_only=True)
     check: Callable[[OpGraph, Sequence[int]], bool] | None = field(
-        default=None, compare=False, repr=False)
+        default=None, compare=False, repr=False, kw_only=True)
 
     def __post_init__(self) -> None:
         if not self.steps:

@@ -41,14 +41,14 @@ def rotary(partial: bool, tables: str) -> Pattern:
     form = ", ".join(filter(None, [partial and "partial", f"{tables} cos/sin"]))
     return Pattern("rotary", tuple(steps), (), form,
                    "rotary position embedding: x * cos + rotate_half(x) * sin",
-                   _partial_rotary_shapes if partial else _rotary_shapes)
+                   check=_partial_rotary_shapes if partial else _rotary_shapes)
 
 
 def repeat_kv() -> Pattern:
     steps = (Step.of("expand_dims", "x"), Step.of("broadcast_to", 0), Step.of("reshape", 1))
     return Pattern("repeat_kv", steps, ("repeat",), "expand_dims, broadcast_to, reshape",
                    "grouped-query attention's repeat_kv: repeat(x, n_rep, axis=1)",
-                   _repeat_shapes)
+                   check=_repeat_shapes)
 
 
 def _in_shape(node: OpNode) -> tuple[int, ...]:
