@@ -61,8 +61,19 @@ RESULTS = Path(__file__).parent / "results" / "decoder_patterns.json"
 
 
 def build(kind: str, size: str) -> tuple[object, object]:
-    """The ``kind`` decoder at ``size`` returning logits, and its example ``input_ids``."""
+    """The ``kind`` decoder at ``size`` returning logits, and its example ``input_ids``; any
+    other ``kind`` is a family of ``model_families.py`` (``einsum_vit``, ``whisper_encoder``...:
+    its one, small, size) returning its last hidden state, with its example input."""
     import transformers
+
+    if kind not in MODELS:
+        from model_families import FAMILIES
+
+        family = {f.name: f for f in FAMILIES}.get(kind)
+        if family is None or family.group != "tuned":
+            raise SystemExit(f"unknown model {kind!r}: one of {', '.join(MODELS)} or a tuned "
+                             "family of bench/model_families.py")
+        return family.build()
 
     s = SIZES[size]
     torch.manual_seed(0)
@@ -130,9 +141,10 @@ def write_bundles(out: Path, kind: str, size: str, name: str, mod: object, param
         label = f"{kind}_{size}_{name.replace('@', '_')}" + ("" if patterns else "_op_by_op")
         cost_model = cost_model_for(name, platform)
         analysis = analyze(mod, platform, params=params, cost_model=cost_model, name=label)
+        inputs = analysis.graph.graph_inputs
         meta = {"model": label, "small": size == "small", "target": name,
-                "input_dtype": "int64",
-                "input_shapes": {"input_ids": [1, SIZES[size]["seq"]]}}
+                "input_dtype": next((t.spec.dtype for t in inputs.values()), ""),
+                "input_shapes": {n: list(t.spec.shape) for n, t in inputs.items()}}
         bundle = plan_bundle(Bundle(analysis.graph, bindings_from_relay(analysis.relay)),
                              analysis.support, cost_model, meta, 0, strategies)
         write_bundle(out / f"{label}.json.gz", bundle)

@@ -90,3 +90,29 @@ def test_the_window_unit_is_judged_as_batch_matmul(platform: str) -> None:
     verdicts = support_table(graph, get_platform(platform)).of(accelerator)
     assert "attention (9 ops: nn.batch_matmul, reshape, add, nn.softmax)" in verdicts[0].reason
     assert len({verdicts[n] for n in range(9)}) == 1  # one verdict for the whole unit
+
+
+def test_attention_whose_queries_are_a_constant_is_one_unit_on_neuron() -> None:
+    """DETR's first decoder layer computes its queries from learned embeddings and a zero target
+    alone, so folding leaves them a constant: the first product reads one tensor (the keys).
+    The unit is still attention, and its ``isnan`` guard is no host island of its own."""
+    b = OpGraphBuilder("constant_query_attention")
+    k = b.input("k", TensorType((HEADS, TOKENS, DIM), "float32"))
+    v = b.input("v", TensorType((HEADS, DIM, TOKENS), "float32"))
+    scores = b.op("nn.batch_matmul", [k], weights=shaped(HEADS, TOKENS, DIM),
+                  outputs=shaped(HEADS, TOKENS, TOKENS), name="attn/bmm")
+    scaled = b.op("multiply", [scores], weights=shaped(), name="attn/scale")
+    p = b.op("nn.softmax", [scaled], attrs={"axis": 2}, name="attn/softmax")
+    nan = b.op("isnan", [p], outputs=[TensorType((HEADS, TOKENS, TOKENS), "bool")],
+               name="attn/isnan")
+    guarded = b.op("where", [nan, p], weights=shaped(), outputs=shaped(HEADS, TOKENS, TOKENS),
+                   name="attn/where")
+    out = b.op("nn.batch_matmul", [guarded, v], outputs=shaped(HEADS, TOKENS, DIM),
+               name="attn/bmm#2")
+    graph = b.build(outputs=[b.op("nn.relu", [out], name="after")])
+    (unit,) = find_units(graph, PATTERNS)
+    assert unit.name == "attention" and "constant query" in unit.pattern.form
+    assert len(unit.nodes) == len(graph) - 1
+    verdicts = support_table(graph, get_platform("neuron")).of("neuron")
+    isnan = next(n.id for n in graph if n.op == "isnan")
+    assert verdicts[isnan].supported  # isnan alone is not on neuron's list

@@ -26,7 +26,8 @@ PATTERNS: tuple[Pattern, ...] = (
     *(rms_norm(f, a) for f in ("x*x", "power") for a in (True, False)),
     gelu_erf("x/sqrt2"), gelu_erf("x*(1/sqrt2)"), gelu_erf_half_first(), gelu_tanh(),
     silu(), hard_swish(), hard_sigmoid(), softmax(), cast_scale(),
-    *(attention(scale, mask, reshape, guard) for scale in ("", "multiply", "divide")
+    *(attention(scale, mask, reshape, guard, constant_query)
+      for constant_query in (False, True) for scale in ("", "multiply", "divide")
       for mask in ("", "tensor", "constant") for reshape in (False, True)
       for guard in (False, True)),
     # RMSNorm as torch.export -> ONNX writes rsqrt (1/sqrt), GELU-tanh's orders, QuickGELU,

@@ -18,15 +18,20 @@ def cast_scale() -> Pattern:
                    "a constant scale cast to its operand's dtype (folds into the multiply)")
 
 
-def attention(scale: str, mask: str, reshape: bool, guard: bool) -> Pattern:
+def attention(scale: str, mask: str, reshape: bool, guard: bool,
+              constant_query: bool = False) -> Pattern:
     """batch_matmul(q, k) [reshape] [* or / scale] [+ mask] softmax [NaN guard] [reshape]
     batch_matmul(., v).
 
     ``mask`` is ``"tensor"`` (an input), ``"constant"`` (folded into the graph, as a model with a
     fixed-shape input gets it) or empty; ``guard`` is ``where(isnan(p), 0, p)`` after the softmax,
     what ``torch.export`` writes for a masked ``scaled_dot_product_attention``.
+    ``constant_query``: the queries are a constant (folded: DETR's first decoder layer computes
+    them from its learned query embeddings and a zero target alone), so the first product has
+    one tensor argument.
     """
-    steps = [Step.of("nn.batch_matmul", "q", "k")]
+    steps = [Step.of("nn.batch_matmul", "k") if constant_query
+             else Step.of("nn.batch_matmul", "q", "k")]
     if reshape:
         steps.append(Step.of("reshape", len(steps) - 1))
     if scale:
@@ -43,7 +48,8 @@ def attention(scale: str, mask: str, reshape: bool, guard: bool) -> Pattern:
     if reshape:
         steps.append(Step.of("reshape", len(steps) - 1))
     steps.append(Step.of("nn.batch_matmul", len(steps) - 1, "v"))
-    form = ", ".join(filter(None, [scale and f"{scale} scale", mask and f"{mask} mask",
+    form = ", ".join(filter(None, [constant_query and "constant query",
+                                   scale and f"{scale} scale", mask and f"{mask} mask",
                                    guard and "NaN guard", reshape and "4-d reshapes"])) or "plain"
     return Pattern("attention", tuple(steps), ("nn.batch_matmul", "nn.softmax"), form,
                    "scaled dot-product attention: softmax(q k^T [scale] [+ mask]) v")
