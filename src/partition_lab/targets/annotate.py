@@ -43,6 +43,12 @@ def support_table(
     ops = list(dict.fromkeys(exclude_ops))
     _check_exclusions(graph, names, ops)
     units = find_units(graph, pattern_library(platform))
+    # A target that reads its units from the IR (tvm:<backend>: the composites its pattern
+    # table makes) brings its own, and they replace the library's: a unit is what it offloads.
+    own = [u for d in platform.devices if hasattr(d.target, "units_in")
+           for u in d.target.units_in(graph)]
+    if own:
+        units = own
     table = {}
     for device in platform.devices:
         if device.name == HOST:
