@@ -45,10 +45,9 @@ def support_table(
     units = find_units(graph, pattern_library(platform))
     # A target that reads its units from the IR (tvm:<backend>: the composites its pattern
     # table makes) brings its own, and they replace the library's: a unit is what it offloads.
-    own = [u for d in platform.devices if hasattr(d.target, "units_in")
-           for u in d.target.units_in(graph)]
-    if own:
-        units = own
+    owned = [d.target.units_in(graph) for d in platform.devices if hasattr(d.target, "units_in")]
+    if owned:
+        units = [unit for found in owned for unit in found]
     table = {}
     for device in platform.devices:
         if device.name == HOST:

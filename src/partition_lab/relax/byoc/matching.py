@@ -138,7 +138,7 @@ def _wrapped(pattern: Any, result: Matching) -> Any:
 
     def traced(context: Any) -> bool:
         nodes = _context_nodes(context)
-        tracer = _Tracer()
+        tracer = _Tracer(check)
         previous = sys.gettrace()
         sys.settrace(tracer.call)
         try:
@@ -169,9 +169,14 @@ def _context_nodes(context: Any) -> tuple[int, ...]:
 
 
 class _Tracer:
-    """Follows the first frame of a backend's Python code entered under it (the check)."""
+    """Follows the check's own frame: the function's code where Python gives it, else the
+    first Python frame entered under it (a check TVM wrapped in an FFI function calls back
+    into the Python function the backend registered)."""
 
-    def __init__(self) -> None:
+    def __init__(self, check: Any) -> None:
+        func = check.func if isinstance(check, functools.partial) else check
+        self.code: Any = getattr(func, "__code__", None)
+        self.label = getattr(func, "__qualname__", "") or type(func).__name__
         self.frame_code: Any = None
         self.lines: list[int] = []
         self.frame_locals: dict[str, Any] = {}
@@ -180,8 +185,7 @@ class _Tracer:
     def call(self, frame: Any, event: str, arg: Any) -> Any:
         if event != "call" or self.frame_code is not None:
             return None
-        filename = frame.f_code.co_filename.replace(os.sep, "/")
-        if "/tvm/relax/backend/" not in filename:
+        if self.code is not None and frame.f_code is not self.code:
             return None
         self.frame_code = frame.f_code
         return self.local
@@ -199,7 +203,7 @@ class _Tracer:
     def name(self) -> str:
         code = self.frame_code
         if code is None:
-            return "a check with no Python source (compiled)"
+            return f"{self.label} (no Python source to trace)"
         return f"{code.co_name} ({os.path.basename(code.co_filename)}:{code.co_firstlineno})"
 
     def why(self) -> str:

@@ -80,12 +80,13 @@ class TvmBackendTarget(TargetSpec):
                                 "from; this graph was not read by partition_lab.relax")
 
     def units_in(self, graph: OpGraph) -> list[Unit]:
-        """One unit per composite of two or more ops, named by the pattern (prefix off)."""
+        """One unit per composite, named by its pattern without the prefix (``nn.conv2d``:
+        the outline names it ``Composite=<backend>.nn.conv2d``, as ``partition_for_*`` does)."""
         found = self.matching(graph)
         if found is None:
             return []
         return [Unit(_pattern(graph, self._short(name), nodes), nodes)
-                for name, nodes in found.composites if len(nodes) > 1]
+                for name, nodes in found.composites]
 
     def check_graph(self, graph: OpGraph, units: Any = None) -> list[Verdict]:
         found = self.matching(graph)
