@@ -139,3 +139,14 @@ def test_the_command_line_takes_a_tvm_target(tmp_path, capsys) -> None:
     code = main(["partition", str(path), "-t", "tvm:cudnnn"])
     out, err = capsys.readouterr()
     assert code == 2 and "did you mean 'cudnn'" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_pattern_that_names_the_op_but_does_not_fit_is_shown() -> None:
+    """NNAPI's conv2d pattern is a conv with its bias add; a conv read by a BatchNorm is not."""
+    result = _partition("resblock", "nnapi")
+    convs = [n for n in result.graph if n.op == "nn.conv2d"]
+    reasons = _reasons(result, "nnapi")
+    assert convs and all(
+        reasons[c.name] == "no nnapi pattern matches this relax.nn.conv2d: 1 of its 31 patterns "
+        "have relax.nn.conv2d (nnapi.conv2d is add(nn.conv2d(*, *), *)), and this call and its "
+        "neighbours do not fit any of them" for c in convs)

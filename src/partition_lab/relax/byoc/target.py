@@ -25,6 +25,7 @@ from ...targets.devices import host
 from ..graph import RelaxGraph
 from .backends import Backend, backend, load_patterns
 from .matching import Matching, match
+from .pattern_text import pattern_text
 
 _READ: weakref.WeakKeyDictionary[OpGraph, weakref.ref[RelaxGraph]] = weakref.WeakKeyDictionary()
 RULE = "tvm-pattern"
@@ -60,6 +61,7 @@ class TvmBackendTarget(TargetSpec):
             default_profile="t4" if spec.cuda else "inferentia1",
             sources=[f"apache-tvm {tvm.__version__} {spec.module}"])
         self._matched: weakref.WeakKeyDictionary[OpGraph, Matching] = weakref.WeakKeyDictionary()
+        self._texts: dict[tuple[str, int], str] = {}
 
     def matching(self, graph: OpGraph) -> Matching | None:
         """The table's matching of the module ``graph`` was read from (None: none known)."""
@@ -128,16 +130,30 @@ class TvmBackendTarget(TargetSpec):
             return Verdict(False, f"pattern {accepted[0].pattern}'s check accepted {relax_op} "
                            "here, but FuseOpsByPattern did not group it (an overlapping match "
                            "took part of it)", f"{RULE}:{accepted[0].pattern}")
-        naming = [p.name for p in self.tvm_patterns if f'name="{relax_op}"' in str(p.pattern)]
+        naming = sorted((p for p in self.tvm_patterns if f'name="{relax_op}"' in self._text(p)),
+                        key=lambda p: len(self._form(p)))  # the simplest forms first
         if naming:
-            listed = ", ".join(dict.fromkeys(naming[:4])) + (", ..." if len(naming) > 4 else "")
+            forms = "; ".join(f"{p.name} is {self._form(p)}" for p in naming[:2])
+            more = f"; and {len(naming) - 2} more" if len(naming) > 2 else ""
             return Verdict(False, f"no {self.name} pattern matches this {relax_op}: "
-                           f"{len(naming)} of its {len(self.tvm_patterns)} patterns name "
-                           f"{relax_op} ({listed}), and their structure (inputs, attribute or "
-                           "dtype constraints in the pattern itself) does not fit this call",
-                           f"{RULE}-none")
+                           f"{len(naming)} of its {len(self.tvm_patterns)} patterns have "
+                           f"{relax_op} ({forms}{more}), and this call and its neighbours do "
+                           "not fit any of them", f"{RULE}-none")
         return Verdict(False, f"no {self.name} pattern has {relax_op} (none of its "
                        f"{len(self.tvm_patterns)} patterns)", f"{RULE}-none")
+
+    def _text(self, pattern: Any) -> str:
+        """The pattern's TVM text (which ops it names), computed once per pattern."""
+        key = ("text", id(pattern))
+        if key not in self._texts:
+            self._texts[key] = str(pattern.pattern)
+        return self._texts[key]
+
+    def _form(self, pattern: Any) -> str:
+        key = ("form", id(pattern))
+        if key not in self._texts:
+            self._texts[key] = pattern_text(pattern.pattern)
+        return self._texts[key]
 
     def _short(self, name: str) -> str:
         prefix = f"{self.name}."
