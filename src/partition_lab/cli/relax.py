@@ -47,6 +47,8 @@ def check_job(args: argparse.Namespace, model: str | None) -> None:
     if what is not None:
         raise RelayOnlyError(f"{what} needs {RELAY_STACK}; with {_installed_tvm()} (Relax) the "
                              f"command line reads {_READS}")
+    if str(getattr(args, "target", None) or "").startswith("tvm:"):
+        import partition_lab.relax.byoc  # noqa: F401 - registers the tvm:<backend> targets
 
 
 #: What the Relax path reads, as the refusals name it.

@@ -21,6 +21,7 @@ from ..core.hazards import NumericHazard
 from ..core.plan import PartitionPlan
 from ..errors import ArgumentError, PartitionLabError
 from . import timing
+from .byoc import remember
 from .graph import RelaxGraph, relax_graph, source_names
 from .outline import OutlinedFunction, outline_regions
 from .prepare import bind_params, large_constants, overflow_hazards, prepare
@@ -80,7 +81,7 @@ class RelaxAdapter:
     def read_graph(self, prepared: tvm.IRModule, context: _Prepared, name: str) -> RelaxGraph:
         rg = relax_graph(prepared, name=name, hints=context.hints)
         context.hazards.extend(overflow_hazards(rg, context.large))
-        return rg
+        return remember(rg)  # for the tvm:<backend> targets, which judge the Relax module
 
     def outline(self, ir: RelaxGraph, plan: PartitionPlan
                 ) -> tuple[tvm.IRModule, dict[str, OutlinedFunction]]:

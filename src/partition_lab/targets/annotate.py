@@ -43,6 +43,11 @@ def support_table(
     ops = list(dict.fromkeys(exclude_ops))
     _check_exclusions(graph, names, ops)
     units = find_units(graph, pattern_library(platform))
+    # A target that reads its units from the IR (tvm:<backend>: the composites its pattern
+    # table makes) brings its own, and they replace the library's: a unit is what it offloads.
+    owned = [d.target.units_in(graph) for d in platform.devices if hasattr(d.target, "units_in")]
+    if owned:
+        units = [unit for found in owned for unit in found]
     table = {}
     for device in platform.devices:
         if device.name == HOST:

@@ -10,6 +10,7 @@ profiles and colours), plus one line in :data:`BUILTIN`. A module that takes rel
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
@@ -29,6 +30,36 @@ BUILTIN: dict[str, ModuleType] = {
     "tensorcore": tensorcore,
 }
 _REGISTERED: dict[str, TargetSpec] = {}
+#: Targets named ``<family>:<member>`` that a higher floor provides (``tvm:<backend>``, TVM's
+#: own BYOC pattern tables, from :mod:`partition_lab.relax.byoc`): family -> (``target(member,
+#: **options)``, ``platform(member, **options)``).
+_FAMILIES: dict[str, tuple[Callable[..., TargetSpec], Callable[..., Platform]]] = {}
+#: What a family needs where it is not registered (said in one line).
+FAMILY_NEEDS = {"tvm": "tvm:<backend> targets read TVM's Relax pattern tables: they need "
+                       "apache-tvm >= 0.20 (pip install '.[relax]') and a Relax module "
+                       "(import partition_lab.relax)"}
+
+
+def register_family(family: str, target: Callable[..., TargetSpec],
+                    platform: Callable[..., Platform]) -> None:
+    """Make ``<family>:<member>`` names resolve through ``target`` and ``platform``."""
+    _FAMILIES[family] = (target, platform)
+
+
+def _family(target: object) -> tuple[str, str] | None:
+    """``(family, member)`` for a ``family:member`` name of a known family, else None."""
+    if not isinstance(target, str):
+        return None
+    family, colon, member = target.partition(":")
+    if not colon or (family not in _FAMILIES and family not in FAMILY_NEEDS):
+        return None
+    return family, member
+
+
+def _family_builders(family: str) -> tuple[Callable[..., TargetSpec], Callable[..., Platform]]:
+    if family not in _FAMILIES:
+        raise UnknownTargetError(FAMILY_NEEDS[family])
+    return _FAMILIES[family]
 
 
 def available_targets() -> list[str]:
@@ -88,6 +119,9 @@ def get_target(target: str | os.PathLike[str] | TargetSpec, **options: Any) -> T
                               f"{type(target).__name__}")
     if isinstance(target, str) and target in _REGISTERED:
         return _REGISTERED[target].with_options(**options)
+    family = _family(target)
+    if family is not None:
+        return _family_builders(family[0])[0](family[1], **options)
     module, version = _builtin(target)
     if module is not None:
         return module.build(**options) if version is None else \
@@ -104,6 +138,9 @@ def builtin_platform(name: str, **options: Any) -> Platform | None:
     """The built-in or registered platform called ``name``, or None if there is none."""
     if name in _REGISTERED:
         return accelerator_platform(_REGISTERED[name].with_options(**options))
+    family = _family(name)
+    if family is not None:
+        return _family_builders(family[0])[1](family[1], **options)
     module, _ = _builtin(name)
     return None if module is None else module.platform(get_target(name, **options))
 
