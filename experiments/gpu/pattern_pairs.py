@@ -4,7 +4,7 @@ For each ``<model>.json.gz`` of a folder that has a ``<model>_op_by_op.json.gz``
 (``export_bundles.py --no-patterns``: the same graph, every target's patterns removed), writes
 ``<out>/<model>.json.gz`` holding three plans over the same graph and the same devices:
 ``greedy`` (with patterns), ``greedy_op_by_op`` (greedy when support is judged op by op) and
-``all_cpu``. ``profiled_evidence.py`` then times them end to end in turns on the GPU machine, so
+those of ``all_cpu``, ``cost`` and ``unpartitioned_gpu`` the bundle has. ``profiled_evidence.py`` then times them end to end in turns on the GPU machine, so
 the with/without ratio is free of the machine's drift (timing the two bundles as separate rows
 was not: one model's greedy moved 35 -> 21 ms between two instances).
 
@@ -28,11 +28,17 @@ def pair(with_patterns: Bundle, op_by_op: Bundle) -> Bundle:
     if len(op_by_op.graph) != len(greedy.graph):
         raise SystemExit("the two bundles have different graphs")
     devices = [op_by_op.plans["greedy"].device_of(n) for n in range(len(greedy.graph))]
-    other = PartitionPlan.from_devices(greedy.graph, greedy.support, "greedy_op_by_op", devices,
+    # op_by_op's own verdicts: a unit the target rejects whole (GroupNorm on neuron) may have
+    # pieces that op by op it accepts
+    other = PartitionPlan.from_devices(greedy.graph, op_by_op.plans["greedy"].support,
+                                       "greedy_op_by_op", devices,
                                        notes=["greedy with support judged op by op"])
     other.validate()
     plans = {"greedy": greedy, "greedy_op_by_op": other,
-             "all_cpu": with_patterns.plans["all_cpu"]}
+             # the bundle's other plans where it has them (decoder_patterns.py plans cost and
+             # the all-GPU baseline, export_bundles.py all_cpu)
+             **{name: with_patterns.plans[name] for name in ("all_cpu", "cost", "unpartitioned_gpu")
+                if name in with_patterns.plans}}
     meta = {**{k: v for k, v in with_patterns.meta.items() if k not in ("predicted",
                                                                        "comparison")},
             "pair": "greedy with patterns vs greedy op by op"}

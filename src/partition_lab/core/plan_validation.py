@@ -98,13 +98,17 @@ def check_verdicts(graph: OpGraph, stored: Support, platform: Platform) -> None:
     """:class:`PlanError` if the verdicts a plan stores (``stored``, a plan's ``support``, for
     ``graph``) say a device supports a node that the device's own rules (on ``platform``)
     reject. A stored rejection of a supported node is allowed: exclusions (``--exclude-node``)
-    make those. Units of patterns (the plan's ``units``) are judged whole, as they were when
-    the plan was made."""
+    make those. Units of patterns (the plan's ``units``) are judged whole where the plan's device
+    declared their pattern, as they were when the plan was made."""
     for device in platform.devices:
         if device.is_host or device.name not in stored.platform.names:
             continue
         said = stored.of(device.name)
-        verdicts = device.target.check_graph(graph, stored.units)
+        # judged with the patterns the plan's own device declared: a plan made op by op
+        # (``without_patterns``) is checked op by op, though its platform has the same name
+        declared = set(getattr(stored.platform.device(device.name).target, "patterns", ()))
+        units = [unit for unit in stored.units if unit.name in declared]
+        verdicts = device.target.check_graph(graph, units)
         for node in graph:
             if said[node.id].supported:
                 verdict = verdicts[node.id]
