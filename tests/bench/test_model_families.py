@@ -170,7 +170,7 @@ def test_the_page_keeps_held_out_sealed_until_an_after_run(tmp_path) -> None:
     assert "| llama | neuron | 10 | 1 | 2 | 2 | 1 (2 constant ops) | 1 | 3 | 3x take: int64 ids |" in tuned
     assert "qwen2" not in text and "Sealed" in held
     # Totals exclude the host-only platform: one neuron plan per group.
-    assert "| held-out | 1 | 0 | 1 | 0 | 2 | 7 | 1 | 1 | 3 |" in text
+    assert "| held-out | 1 | 0 | 1 | 0 | 2 | 7 | 1 | 0 | 1 | 3 |" in text
     assert families.PROTOCOL in text and families.RULE in text
 
 
@@ -185,3 +185,10 @@ def test_before_and_after_side_by_side_with_load_failures(tmp_path) -> None:
     assert "| qwen2 | neuron | - -> 10 |" in held and "Sealed" not in held
     assert "- before: qwen2: ValueError: no export" in held
     assert "| held-out | 1 | 1 -> 0 | 0 -> 1 |" in text
+
+
+def test_a_false_island_that_is_only_an_embedding_lookup_is_counted_apart() -> None:
+    lookup = {"verdict": "false", "op_types": {"less": 1, "add": 1, "where": 1, "take": 1}}
+    assert families.is_false_lookup(lookup)
+    assert not families.is_false_lookup({**lookup, "verdict": "real"})
+    assert not families.is_false_lookup({"verdict": "false", "op_types": {"cast_like": 1}})
