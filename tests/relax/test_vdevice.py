@@ -8,6 +8,7 @@ import os
 
 import numpy as np
 import pytest
+import tvm
 from helpers import load
 from tvm import relax
 
@@ -97,3 +98,35 @@ def test_constants_are_lifted_under_the_region_builders_names():
                                     if is_tensor_constant(e) else None)
     assert not constants  # the VM would put them on its first device, the GPU
     assert set(vmod.values) == lifted
+
+
+def test_bundle_times_vdevice_builds_beside_the_per_region_driver(tmp_path):
+    """``tvm_plans.py build --vdevice`` (here --cpu): every plan also as one VDevice library,
+    ``<name>@vdevice``, whose outputs equal its per-region build's, timed in the same turns."""
+    from helpers import bench_script
+
+    from partition_lab.profiling import relax_build as build
+
+    tvm_plans = bench_script("tvm_plans.py")
+    entries = build.build_model(load("mlp"), "mlp", ["tensorcore"], tmp_path, cpu=True,
+                                weights="file", baseline=False, vdevice=True)
+    build.write_manifest(tmp_path, entries, cpu=True)
+    raw = build.load_manifest(tmp_path)["models"][0]
+    names = [p["name"] for p in raw["plans"]]
+    twins = [n for n in names if n.endswith(build.VDEVICE)]
+    assert twins and all(t.removesuffix(build.VDEVICE) in names for t in twins)
+    mixed = [p for p in raw["plans"] if p.get("vdevice")
+             and len({r["device"] == "cpu" for r in p["vdevice"]["regions"]}) == 2]
+    assert mixed  # a cut plan: GPU regions and a host island in one library
+    entry = tvm_plans.Entry(tvm, tmp_path, raw, cuda=False, seed=0, modules={})
+    for twin in twins:
+        want = entry.outputs(twin.removesuffix(build.VDEVICE))
+        got = entry.outputs(twin)
+        for a, b in zip(want, got, strict=True):
+            np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-6, err_msg=twin)
+    for plan in mixed:
+        assert entry.copies[plan["name"]] == plan["vdevice"]["copies"] >= 2
+    record = tvm_plans.time_entry(entry, 5.0, repeat=1, min_rounds=1, max_rounds=2, warmup=1)
+    timed = {p["name"]: p for p in record["plans"]}
+    assert set(timed) == set(names)
+    assert all(timed[t]["vdevice"] and timed[t]["median_ms"] > 0 for t in twins)

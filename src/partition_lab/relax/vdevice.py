@@ -74,14 +74,52 @@ def realize(vmod: VDeviceModule) -> tvm.IRModule:
     return relax.transform.RealizeVDevice()(vmod.mod)
 
 
-def compile_vdevice(vmod: VDeviceModule) -> Any:
+def compile_vdevice(vmod: VDeviceModule, tensor_cores: bool = True) -> Any:
     """One ``tvm.compile`` of the whole module for both targets (the GPU target's pipeline,
-    dlight's rules skipping the llvm kernels); the executable."""
+    dlight's rules skipping the llvm kernels); the executable. ``tensor_cores=False`` turns
+    dlight's Tensor Core matmul rule off (it crashed TVM 0.27 on some float16 kernels:
+    :class:`.regions.LibraryCache`)."""
+    from tvm.s_tir.dlight.gpu import matmul
+
     mod = realize(vmod)
     target = tvm.target.Target(vmod.targets[GPU], host=vmod.targets[HOST])
-    with tvm.transform.PassContext(opt_level=3):
-        return tvm.compile(mod, target=target,
-                           relax_pipeline=relax.pipeline.get_default_pipeline(target))
+    saved = matmul.check_sm_version
+    if not tensor_cores:
+        matmul.check_sm_version = lambda _arch: -1
+    try:
+        with tvm.transform.PassContext(opt_level=3):
+            return tvm.compile(mod, target=target, relax_pipeline=vdevice_pipeline(target))
+    finally:
+        matmul.check_sm_version = saved
+
+
+def vdevice_pipeline(target: Any) -> Any:
+    """The target's default Relax pipeline (``cuda``'s, or ``cpu_generic``'s for llvm) without
+    ``StaticPlanBlockMemory``: in TVM 0.27 that planner hands a tensor on one virtual device
+    a storage it allocated on the other (seen in a plan whose host head feeds GPU regions:
+    the first GPU kernel's output placed in the host's storage, and the VM stops on the
+    device mismatch; on a GPU, a kernel would be handed memory of the wrong device). Without
+    it each tensor is allocated on its own device, and the VM's pooled allocator reuses
+    memory per device at run time."""
+    from tvm.relax.backend.cpu_generic import pipeline as cpu_generic
+    from tvm.relax.backend.cuda import pipeline as cuda
+
+    backend = cuda if target.kind.name == "cuda" else cpu_generic
+    passes = (backend.library_dispatch_passes(target) + backend.legalize_passes(target)
+              + backend.dataflow_lower_passes(target) + backend.finalize_passes(target))
+    kept = [p for p in passes if p.info.name != "StaticPlanBlockMemory"]
+
+    @tvm.transform.module_pass(opt_level=0)
+    def _pipeline(mod: tvm.IRModule, _ctx: Any) -> tvm.IRModule:
+        with target:
+            return tvm.transform.Sequential(kept)(mod)
+
+    return _pipeline
+
+
+def export_vdevice(vmod: VDeviceModule, path: str, tensor_cores: bool = True) -> None:
+    """:func:`compile_vdevice`, the library exported to ``path`` (``export_library``)."""
+    compile_vdevice(vmod, tensor_cores).export_library(path)
 
 
 def run_vdevice(vmod: VDeviceModule, executable: Any, inputs: dict[str, np.ndarray],
