@@ -11,7 +11,10 @@ libraries, runs each plan's regions in order (``Tensor.copyto`` where a tensor c
 the GPU and the host) and times whole-plan runs end to end (inputs on the host -> outputs back
 on the host) in turns: every round runs every plan of a model/platform, the order rotated each
 round; the median per plan is reported, beside ``tvm_unpartitioned`` (the whole unprepared
-model built by TVM for the GPU, one region).
+model built by TVM for the GPU, one region). With ``build --vdevice`` each plan is also built
+as one library with VDevices (``partition_lab.relax.vdevice``: GPU regions for cuda, host
+islands for llvm, one ``tvm.compile``), the plan ``<name>@vdevice``, which ``run`` calls as one
+VM over ``[gpu, host]`` in the same turns.
 
     # here: the CPU bundle the tests use, and the GPU bundle
     PYTHONPATH=src .venv-relax/bin/python bench/gpu/tvm_plans.py build --out /tmp/b --cpu
