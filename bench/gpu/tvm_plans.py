@@ -11,7 +11,10 @@ libraries, runs each plan's regions in order (``Tensor.copyto`` where a tensor c
 the GPU and the host) and times whole-plan runs end to end (inputs on the host -> outputs back
 on the host) in turns: every round runs every plan of a model/platform, the order rotated each
 round; the median per plan is reported, beside ``tvm_unpartitioned`` (the whole unprepared
-model built by TVM for the GPU, one region).
+model built by TVM for the GPU, one region). With ``build --vdevice`` each plan is also built
+as one library with VDevices (``partition_lab.relax.vdevice``: GPU regions for cuda, host
+islands for llvm, one ``tvm.compile``), the plan ``<name>@vdevice``, which ``run`` calls as one
+VM over ``[gpu, host]`` in the same turns.
 
     # here: the CPU bundle the tests use, and the GPU bundle
     PYTHONPATH=src .venv-relax/bin/python bench/gpu/tvm_plans.py build --out /tmp/b --cpu
@@ -146,7 +149,12 @@ class Entry:
                                                seed, 1.0) for i in entry["inputs"]}
         self.on_device: dict[tuple[str, str], Any] = {}
         self.plans: dict[str, list[dict[str, Any]]] = {}
+        self.vdevice: dict[str, dict[str, Any]] = {}
         for plan in entry["plans"]:
+            if plan.get("vdevice"):
+                self.vdevice[plan["name"]] = self._vdevice(plan["vdevice"], bundle, modules)
+                self.plans[plan["name"]] = []
+                continue
             regions = []
             for region in plan["regions"]:
                 where = "host" if region["device"] == HOST else "gpu"
@@ -163,6 +171,30 @@ class Entry:
         self.host_inputs = {k: tvm.runtime.tensor(v, self.host) for k, v in self.inputs.items()}
         self.copies: dict[str, int] = {}
 
+    def _vdevice(self, record: dict[str, Any], bundle: Path, modules: dict[str, Any]
+                 ) -> dict[str, Any]:
+        """A plan built as one library with VDevices (GPU regions on cuda, host islands on
+        llvm): one VM over ``[gpu, host]``, in the library's vdevice order. A ``--cpu`` bundle's
+        two llvm vdevices are ``cpu(0)`` and ``cpu(1)``."""
+        from tvm.runtime.vm import VirtualMachine
+
+        lib = record["lib"]
+        if lib not in modules:
+            modules[lib] = self.tvm.runtime.load_module(str(bundle / lib))
+        host = self.host if self.cuda else self.tvm.cpu(1)
+        devs = {"gpu": self.gpu, "host": host}
+        vm = VirtualMachine(modules[lib], [self.gpu, host])
+        consts = {n: np.asarray(c["data"], dtype=c["dtype"]).reshape(c["shape"])
+                  for n, c in record["constants"].items()}
+        params = []
+        for name, where in record["params"]:
+            if name in consts:
+                params.append(self.tvm.runtime.tensor(consts[name], devs[where]))
+            else:
+                params.append(self._weight(name, "vd-" + where, devs[where]))
+        inputs = [self.tvm.runtime.tensor(self.inputs[n], host) for n in record["inputs"]]
+        return {"fn": vm["main"], "args": inputs + params, "copies": record["copies"]}
+
     def _weight(self, name: str, where: str, dev: Any) -> Any:
         key = (name, where)
         if key not in self.on_device:
@@ -170,7 +202,15 @@ class Entry:
         return self.on_device[key]
 
     def run(self, name: str) -> list[Any]:
-        """One end-to-end run of plan ``name``: host inputs -> regions -> outputs on the host."""
+        """One end-to-end run of plan ``name``: host inputs -> regions -> outputs on the host
+        (a VDevice plan: one call of its ``main``, which copies where tensors cross)."""
+        if name in self.vdevice:
+            vd = self.vdevice[name]
+            result = vd["fn"](*vd["args"])
+            if self.cuda:
+                self.gpu.sync()
+            self.copies[name] = vd["copies"]
+            return list(result) if not hasattr(result, "numpy") else [result]
         env = {k: (t, "host") for k, t in self.host_inputs.items()}
         copies = 0
         for region in self.plans[name]:
@@ -256,8 +296,8 @@ def time_entry(entry: Entry, budget_s: float, repeat: int, min_rounds: int, max_
         plans.append({
             "name": name, "also": plan.get("also", []), "strategy": plan.get("strategy"),
             "predicted_ms": plan.get("predicted_ms"), "devices": plan.get("devices"),
-            "regions": len(plan["regions"]),
-            "gpu_regions": sum(r["device"] != HOST for r in plan["regions"]),
+            "regions": len(regions_of(plan)), "vdevice": bool(plan.get("vdevice")),
+            "gpu_regions": sum(r["device"] != HOST for r in regions_of(plan)),
             "copies": entry.copies.get(name), "repeat": reps.get(name, 1),
             "single_run": name in single,
             "median_ms": statistics.median(ms),
@@ -265,6 +305,11 @@ def time_entry(entry: Entry, budget_s: float, repeat: int, min_rounds: int, max_
             "max_rel_diff_vs_" + reference: diff})
     return {"rounds": rounds, "repeat": repeat, "timing_s": round(time.perf_counter() - start, 2),
             "plans": plans}
+
+
+def regions_of(plan: dict[str, Any]) -> list[dict[str, Any]]:
+    """A plan's regions: its libraries', or (a VDevice plan) those its one library holds."""
+    return plan["regions"] or plan.get("vdevice", {}).get("regions", [])
 
 
 def _max_rel(a: np.ndarray, b: np.ndarray) -> float | None:
@@ -292,7 +337,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     precompiled = None
     if cuda and args.workers > 0:
         precompiled = precompile([str(bundle / r["lib"]) for e in entries for p in e["plans"]
-                                  for r in p["regions"] if r["target"] == "cuda"],
+                                  for r in p["regions"] if r["target"] == "cuda"]
+                                 + [str(bundle / p["vdevice"]["lib"]) for e in entries
+                                    for p in e["plans"] if p.get("vdevice")],
                                  site, cache, args.workers)
     tvm = setup_tvm(site, cuda, cache)
     start_timing = time.perf_counter()  # the budget is for loading and timing, not compiling
@@ -373,7 +420,8 @@ def build(args: argparse.Namespace) -> None:
             mod = loader()
             entries += relax_build.build_model(
                 mod, name, args.platforms, out, cpu=args.cpu, weights=args.weights,
-                strategies=args.strategies, max_plans=args.max_plans, log=print)
+                strategies=args.strategies, max_plans=args.max_plans, log=print,
+                vdevice=args.vdevice)
         except Exception as exc:  # noqa: BLE001 - report and go on with the next model
             print(f"  {name}: FAILED {type(exc).__name__}: {str(exc).strip()[-400:]}")
             timings[name] = {"error": f"{type(exc).__name__}: {str(exc).strip()[-400:]}"}
@@ -439,6 +487,9 @@ def main(argv: list[str] | None = None) -> Any:
     b.add_argument("--weights", choices=("file", "random"), default="file")
     b.add_argument("--cpu", action="store_true", help="every region for llvm")
     b.add_argument("--site", action="store_true", help="copy a runtime-only TVM to OUT/site")
+    b.add_argument("--vdevice", action="store_true",
+                   help="each plan also as one library with VDevices (GPU regions cuda, host "
+                        "islands llvm, one tvm.compile): plan '<name>@vdevice', timed beside it")
     b.add_argument("--tensor-cores", choices=("try", "off"), default="try",
                    help="dlight's Tensor Core matmul rule: try it (in a child; off for the rest "
                         "of the build after a crash) or off")

@@ -23,6 +23,7 @@ the numbers are not the model's).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import time
@@ -48,6 +49,8 @@ from ..relax.regions import (  # noqa: F401 - CUDA_TARGET, HOST_TARGET, RegionMo
     region_modules,
     tensor_name,
 )
+from ..relax.vdevice import GPU as VD_GPU
+from ..relax.vdevice import export_vdevice, vdevice_module
 from ..strategies.named import (  # noqa: F401 - CUT_PLANS, GPU_PLAN, HOST_PLAN: re-exported
     CUT_PLANS,
     DEFAULT_STRATEGIES,
@@ -116,6 +119,77 @@ def build_plans(rg: RelaxGraph, plans: Sequence[NamedPlan], libs: LibraryCache, 
     return entries
 
 
+#: the suffix of a plan's one-library VDevice build beside its per-region build
+VDEVICE = "@vdevice"
+
+
+def build_vdevice_plans(rg: RelaxGraph, plans: Sequence[NamedPlan], libs: LibraryCache, *,
+                        cpu: bool, prefix: str = "p:") -> list[dict[str, Any]]:
+    """Each plan of ``plans`` once more as one library (:mod:`partition_lab.relax.vdevice`:
+    GPU regions for cuda, host islands for llvm, one ``tvm.compile``), a manifest entry
+    ``<name>@vdevice`` whose ``vdevice`` record names the library, ``main``'s inputs and its
+    lifted constants (weights by the names the region libraries use, ``prefix + name``; other
+    constants, small, inline) with their device. A plan that fails to build is left out (logged)."""
+    entries = []
+    for named in plans:
+        plan = named.plan
+        vmod = vdevice_module(rg, plan, cpu=cpu)
+        kind = "llvm+llvm" if cpu else "cuda+llvm"
+        digest = hashlib.sha1(f"{kind}:{vmod.mod.script(show_meta=True)}".encode()
+                              ).hexdigest()[:16]
+        name = f"vdevice_{digest}.so"
+        path = libs.lib_dir / name
+        if not path.exists():
+            start = time.perf_counter()
+            if not _export_in_child(vmod, path, cpu):
+                libs.log(f"    {named.name}{VDEVICE}: the VDevice build failed; left out")
+                continue
+            took = time.perf_counter() - start
+            libs.build_s += took
+            libs.log(f"    built {name} ({took:.1f} s, one tvm.compile, {vmod.copies} copies)")
+        params = []
+        constants: dict[str, Any] = {}
+        for pname, dev in vmod.params:
+            where = "gpu" if dev == VD_GPU else "host"
+            if pname.startswith("w"):
+                params.append([prefix + pname, where])
+            else:
+                value = vmod.values[pname]
+                constants[pname] = {"shape": list(value.shape), "dtype": str(value.dtype),
+                                    "data": value.ravel().tolist()}
+                params.append([pname, where])
+        entries.append({
+            "name": named.name + VDEVICE, "also": [], "strategy": plan.strategy,
+            "predicted_ms": None if named.predicted_s is None else named.predicted_s * 1e3,
+            "devices": _device_counts(plan), "regions": [],
+            "vdevice": {"lib": f"{libs.lib_dir.name}/{name}", "target": kind,
+                        "inputs": vmod.inputs, "params": params, "constants": constants,
+                        "copies": vmod.copies,
+                        "regions": [{"device": d} for d, _ in vmod.regions],
+                        "tensor_core_rule": not cpu and not LibraryCache.tensor_cores_crashed},
+            "outputs": [tensor_name(ref) for ref in rg.graph.outputs]})
+    return entries
+
+
+def _export_in_child(vmod: Any, path: Path, cpu: bool) -> bool:
+    """:func:`export_vdevice` in a forked process (TVM can crash), the Tensor Core rule tried
+    first unless it crashed before (as :class:`LibraryCache` builds)."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork")
+    for tensor_cores in ((True, False) if not LibraryCache.tensor_cores_crashed else (False,)):
+        if cpu and not tensor_cores:
+            break
+        child = ctx.Process(target=export_vdevice, args=(vmod, str(path), tensor_cores))
+        child.start()
+        child.join()
+        if child.exitcode == 0 and path.exists():
+            return True
+        if tensor_cores and not cpu:
+            LibraryCache.tensor_cores_crashed = True
+    return False
+
+
 def _device_counts(plan: PartitionPlan) -> dict[str, int]:
     counts: dict[str, int] = {}
     for n in range(len(plan.graph)):
@@ -144,11 +218,13 @@ def build_baseline(mod: tvm.IRModule, libs: LibraryCache, *, cpu: bool,
 def build_model(mod: tvm.IRModule, name: str, platforms: Sequence[str], out_dir: str | Path,
                 *, cpu: bool = False, weights: str = "file",
                 strategies: Sequence[str] = DEFAULT_STRATEGIES, baseline: bool = True,
-                max_plans: int = 5, log: Callable[[str], None] | None = None
+                max_plans: int = 5, log: Callable[[str], None] | None = None,
+                vdevice: bool = False
                 ) -> list[dict[str, Any]]:
     """Build ``mod``'s plans on each platform into ``out_dir`` and return the manifest's model
     entries (one per platform; see :func:`write_manifest`). ``weights``: ``"file"`` (an npz per
-    entry) or ``"random"`` (shapes only)."""
+    entry) or ``"random"`` (shapes only). ``vdevice``: each plan also as one VDevice library
+    (:func:`build_vdevice_plans`), timed beside its per-region build."""
     if weights not in ("file", "random"):
         raise PartitionLabError(f"weights={weights!r}: 'file' or 'random'")
     out = Path(out_dir)
@@ -170,6 +246,8 @@ def build_model(mod: tvm.IRModule, name: str, platforms: Sequence[str], out_dir:
             f"({', '.join(p.name for p in plans)})")
         values: dict[str, np.ndarray] = {}
         entry_plans = build_plans(analysis.relay, plans, libs, cpu=cpu, weights=values)
+        if vdevice:
+            entry_plans += build_vdevice_plans(analysis.relay, plans, libs, cpu=cpu)
         if baseline:
             if base is None:
                 base = build_baseline(mod, libs, cpu=cpu, weights=base_weights, name=name)

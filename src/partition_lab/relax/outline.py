@@ -11,8 +11,9 @@ body calls one local function per matched pattern, each with ``Composite=<backen
   each other op a ``Composite=<compiler>.<relax op>`` function of one call (a codegen sees every
   op through a composite, as after MergeCompositeFunctions);
 * regions of the main target (the GPU's CUDA cores on ``tensorcore``) and host islands stay
-  inline in ``main``, left to TVM's own build. No device annotations (VDevice) are written yet:
-  a heterogeneous build of the host islands is not done here.
+  inline in ``main``, left to TVM's own build, without device annotations; the heterogeneous
+  build of a plan (VDevices: GPU regions on cuda, host islands on llvm, one ``tvm.compile``) is
+  :mod:`.vdevice`.
 """
 
 from __future__ import annotations
