@@ -23,7 +23,7 @@ from ...core.support import Verdict
 from ...targets.base import TargetSpec
 from ...targets.devices import host
 from ..graph import RelaxGraph
-from .backends import Backend, backend, load_patterns
+from .backends import Backend, backend, checked_options, load_patterns
 from .matching import Matching, match
 from .pattern_text import pattern_text
 
@@ -45,10 +45,19 @@ def relax_of(graph: OpGraph) -> RelaxGraph | None:
 class TvmBackendTarget(TargetSpec):
     """The target of one TVM BYOC backend (see the module docstring)."""
 
-    def __init__(self, spec: Backend) -> None:
+    def __init__(self, spec: Backend, **options: Any) -> None:
         self.backend = spec
+        self.options = checked_options(spec, options)
         self.tvm_patterns, self.problem = load_patterns(spec)
+        level = self.options.get("feature_level")
+        if level is not None and not self.problem:  # what partition_for_nnapi(feature_level=)
+            from tvm.relax.backend.contrib.nnapi import min_feature_level  # keeps of the table
+
+            self.tvm_patterns = [p for p in self.tvm_patterns
+                                 if level >= min_feature_level(p.name)]
         count = f"{len(self.tvm_patterns)} patterns" if not self.problem else self.problem
+        if self.options:
+            count += ", " + ", ".join(f"{k}={v!r}" for k, v in sorted(self.options.items()))
         super().__init__(
             spec.name,
             description=f"{spec.what} through TVM's own Relax pattern table ({count}); what "
@@ -175,12 +184,9 @@ def _pattern(graph: OpGraph, name: str, nodes: tuple[int, ...]) -> Pattern:
 
 
 def build(name: str, **options: Any) -> TvmBackendTarget:
-    """The ``tvm:<name>`` target (no options)."""
-    if options:
-        from ...errors import TargetSpecError
-
-        raise TargetSpecError(f"tvm:{name} takes no options; got {', '.join(sorted(options))}")
-    return TvmBackendTarget(backend(name))
+    """The ``tvm:<name>`` target, with the options of its ``partition_for_*``
+    (:data:`~.backends.OPTIONS`)."""
+    return TvmBackendTarget(backend(name), **options)
 
 
 def platform(name: str, **options: Any) -> Platform:
