@@ -113,3 +113,45 @@ def test_run_codegen_consumes_the_plan_and_the_build_computes_the_same(backend, 
     assert sorted(set(calls)) == sorted(regions)  # every region ran through the codegen's build
     for a, b in zip(got, expected, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+
+
+def test_a_plan_other_than_greedys_keeps_the_form_on_its_own_composites() -> None:
+    """min_size drops resblock's lone first conv from TensorRT: it stays in main (on the CUDA
+    cores), the other two regions are partition_for_tensorrt's functions for them."""
+    mod, params = partition_lab.load_model(models.resblock())
+    result = partition_lab.partition(mod, "tvm:tensorrt", params=params, strategy="min_size",
+                                     strategy_options={"min_ops": 2})
+    assert result.plan.device_of(0) == "cuda"
+    assert sorted(result.functions) == ["fused_relax_add_relax_nn_relu_tensorrt",
+                                        "fused_relax_nn_relu_relax_nn_conv2d_tensorrt"]
+    assert [name for name, *_ in _form(result.mod)] == sorted(result.functions)
+    calls: list[str] = []
+    tvm_ffi.register_global_func("relax.ext.tensorrt", _delegating_codegen(calls), override=True)
+    lowered = relax.transform.RunCodegen()(result.mod)
+    vm = relax.VirtualMachine(tvm.compile(lowered, target="llvm"), tvm.cpu())
+    x = np.random.default_rng(0).standard_normal((16, 32, 8, 8)).astype("float32")
+    np.testing.assert_allclose(vm["main"](tvm.runtime.tensor(x)).numpy(),
+                               run_llvm(result.prepared_mod, [x])[0], rtol=1e-5, atol=1e-5)
+    assert sorted(set(calls)) == sorted(result.functions)
+
+
+def test_an_attention_composite_gets_its_workspace() -> None:
+    """cutlass.attention: WorkspaceSize (the output's bytes) and AllocateWorkspace's buffer from
+    main, as partition_for_cutlass writes them (whose own annotate_workspace raises KeyError
+    'T.float16' in apache-tvm 0.27)."""
+    bb = relax.BlockBuilder()
+    shape = (2, 16, 4, 32)
+    q, k, v = (relax.Var(n, relax.TensorType(shape, "float16")) for n in "qkv")
+    with bb.function("main", [q, k, v]):
+        with bb.dataflow():
+            out = bb.emit_output(relax.op.nn.relu(bb.emit(relax.op.nn.attention(q, k, v))))
+        bb.emit_func_output(out)
+    result = partition_lab.partition(bb.get(), "tvm:cutlass", strategy="greedy")
+    assert result.plan.ops_per_device()["cutlass"] == 1
+    (name, func), = [(gv.name_hint, f) for gv, f in result.mod.functions_items()
+                     if f.attrs is not None and "Codegen" in f.attrs.keys()]
+    assert name.startswith("fused_relax_nn_attention_cutlass")
+    workspace = func.params[-1]
+    assert workspace.name == "workspace"
+    assert [int(d) for d in workspace.ty.shape] == [2 * 16 * 4 * 32 * 2]  # float16 output bytes
+    assert "workspace_main" in result.mod["main"].script()

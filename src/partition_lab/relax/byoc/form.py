@@ -31,6 +31,7 @@ import tvm
 from tvm import relax
 
 from ...core.plan import PartitionPlan
+from ...core.platform import Device
 from ..graph import RelaxGraph
 from ..outline import OutlinedFunction
 from .backends import Backend
@@ -38,18 +39,17 @@ from .matching import _context_nodes, nodes_in, tagged_module
 from .target import TvmBackendTarget
 
 
-def backend_module(rg: RelaxGraph, plan: PartitionPlan, spec: Backend, patterns: list[Any],
-                   bind_constants: bool
+def backend_module(rg: RelaxGraph, plan: PartitionPlan, device: Device, spec: Backend,
+                   patterns: list[Any], bind_constants: bool
                    ) -> tuple[tvm.IRModule, dict[str, OutlinedFunction]] | None:
     """The partitioned module of ``plan`` in ``partition_for_<backend>``'s form (see the module
-    docstring), with each ``Codegen`` function's region; None where it cannot hold the plan's
-    regions."""
-    device = plan.platform.device(spec.name)
+    docstring), ``device`` the platform's device of the backend, with each ``Codegen``
+    function's region; None where it cannot hold the plan's regions."""
     wanted: dict[frozenset[int], str] = {}
     for unit in plan.support.units:
-        if all(plan.device_of(n) == spec.name for n in unit.nodes):
+        if all(plan.device_of(n) == device.name for n in unit.nodes):
             wanted[frozenset(unit.nodes)] = f"{spec.name}.{unit.name}"
-    on_backend = {n for n in range(len(rg.graph)) if plan.device_of(n) == spec.name}
+    on_backend = {n for n in range(len(rg.graph)) if plan.device_of(n) == device.name}
     if set().union(*wanted) != on_backend:
         return None  # an op on the backend outside every composite: not a table's plan
     mod = _passes(rg, spec, [_restricted(p, wanted) for p in patterns], bind_constants)
@@ -79,7 +79,42 @@ def _passes(rg: RelaxGraph, spec: Backend, patterns: list[Any], bind_constants: 
         mod = relax.transform.MergeCompositeFunctions()(mod)
     if spec.workspace:
         annotate = importlib.import_module(spec.module).annotate_workspace
-        mod = tvm.transform.Sequential([annotate, relax.transform.AllocateWorkspace()])(mod)
+        try:
+            mod = annotate(mod)
+        except KeyError:  # apache-tvm 0.27 keys its byte sizes by str, the dtype is a DataType
+            mod = annotate_workspace(mod, spec.name)
+        mod = relax.transform.AllocateWorkspace()(mod)
+    return mod
+
+
+def annotate_workspace(mod: tvm.IRModule, backend: str) -> tvm.IRModule:
+    """What cutlass's and cudnn's ``annotate_workspace`` writes, the dtype read as its name:
+    ``WorkspaceSize`` (the output's bytes) on each attention composite and on the Codegen
+    function wrapping it (TVM's own raises ``KeyError: 'T.float16'`` on any attention in 0.27)."""
+    mod = mod.clone() if hasattr(mod, "clone") else tvm.IRModule(dict(mod.functions_items()),
+                                                                  attrs=mod.attrs)
+    for gvar, func in _codegen_functions(mod):
+        symbol = str(func.attrs["global_symbol"]) if "global_symbol" in func.attrs.keys() else ""
+        blocks = func.body.blocks
+        if backend not in symbol or not blocks or not blocks[0].bindings:
+            continue
+        first = blocks[0].bindings[0]
+        composite = first.value
+        if not (isinstance(composite, relax.Function) and composite.attrs is not None
+                and "attention" in str(composite.attrs.get("Composite", ""))):
+            continue
+        ret = composite.ret_ty
+        size: Any = 1
+        for dim in ret.shape:
+            size = size * dim
+        size = size * {"float16": 2, "float32": 4}.get(str(ret.dtype), 4)
+        size = int(size) if isinstance(size, int | tvm.tirx.expr.IntImm) else 8  # 8: dynamic
+        composite = composite.with_attr("WorkspaceSize", size)
+        bindings = [relax.VarBinding(first.var, composite), *blocks[0].bindings[1:]]
+        kind = type(blocks[0])
+        body = relax.SeqExpr([kind(bindings), *blocks[1:]], func.body.body)
+        new = relax.Function(func.params, body, func.ret_ty, func.is_pure, func.attrs, func.span)
+        mod[gvar] = new.with_attr("WorkspaceSize", size)
     return mod
 
 
@@ -122,7 +157,7 @@ def _left_in_main(mod: tvm.IRModule) -> set[int]:
     return left
 
 
-def _functions(mod: tvm.IRModule, plan: PartitionPlan, device: Any, compiler: str
+def _functions(mod: tvm.IRModule, plan: PartitionPlan, device: Device, compiler: str
                ) -> dict[str, OutlinedFunction]:
     """Each ``Codegen`` function's symbol -> the region most of its ops lie in (a function
     TVM shares between structurally equal uses names its first use's)."""
@@ -141,11 +176,14 @@ def _functions(mod: tvm.IRModule, plan: PartitionPlan, device: Any, compiler: st
 
 def plan_module(rg: RelaxGraph, plan: PartitionPlan
                 ) -> tuple[tvm.IRModule, dict[str, OutlinedFunction]] | None:
-    """:func:`backend_module` for a plan on a ``tvm:<backend>`` platform; None for any other
-    platform (or where :func:`backend_module` gives none)."""
-    for device in plan.platform.devices:
-        target = device.target
-        if isinstance(target, TvmBackendTarget) and not target.problem:
-            bind = target.options.get("bind_constants", target.backend.bind_constants)
-            return backend_module(rg, plan, target.backend, target.tvm_patterns, bind)
-    return None
+    """:func:`backend_module` for a plan whose one outlined device is a ``tvm:<backend>``
+    target (a ``tvm:`` platform, or a platform file naming one); None for any other platform
+    (two outlined devices, say: the plan is then outlined by :mod:`..outline`)."""
+    outlined = [d for d in plan.platform.devices if d.outlined]
+    if len(outlined) != 1 or not isinstance(outlined[0].target, TvmBackendTarget):
+        return None
+    device, target = outlined[0], outlined[0].target
+    if target.problem:
+        return None
+    bind = target.options.get("bind_constants", target.backend.bind_constants)
+    return backend_module(rg, plan, device, target.backend, target.tvm_patterns, bind)
