@@ -268,3 +268,90 @@ MODELS: dict[str, Callable[[], onnx.ModelProto]] = {
     "branches": branches, "relu6": relu6, "resize_sizes": resize_sizes,
     "shape_reshape": shape_reshape,
 }
+
+
+# ---------------------------------------------------------------- graphs like the zoo's ONNX models
+def _c(name: str, *shape: int, value: float | None = None) -> onnx.TensorProto:
+    data = (np.full(shape, value, "float32") if value is not None
+            else np.random.default_rng(len(name)).standard_normal(shape).astype("float32") * 0.1)
+    return numpy_helper.from_array(data, name)
+
+
+def _bn(n, x: str, out: str, channels: int, weights: list) -> object:
+    names = [f"{out}_{k}" for k in ("s", "o", "m", "v")]
+    weights += [_c(names[0], channels, value=1.0), _c(names[1], channels),
+                _c(names[2], channels), _c(names[3], channels, value=1.0)]
+    return n("BatchNormalization", [x, *names], [out], name=out)
+
+
+def bert_layer() -> onnx.ModelProto:
+    """An encoder layer as the mxnet.onnx BERT export writes it: Gemm-like MatMul+Add
+    projections, heads by Reshape/Transpose, scaled Softmax attention, a LayerNorm decomposed
+    (ReduceMean, Sub, Pow, Sqrt, Div), an Erf GELU."""
+    n, w = helper.make_node, []
+    seq, hidden, heads = 16, 64, 4
+    shape = numpy_helper.from_array(np.array([1, seq, heads, hidden // heads], "int64"), "heads")
+    merged = numpy_helper.from_array(np.array([1, seq, hidden], "int64"), "merged")
+    nodes = []
+    for p in "qkv":
+        w += [_c(f"w{p}", hidden, hidden), _c(f"b{p}", hidden)]
+        nodes += [n("MatMul", ["x", f"w{p}"], [f"{p}m"]), n("Add", [f"{p}m", f"b{p}"], [f"{p}a"]),
+                  n("Reshape", [f"{p}a", "heads"], [f"{p}r"]),
+                  n("Transpose", [f"{p}r"], [f"{p}t"], perm=[0, 2, 3, 1] if p == "k" else
+                    [0, 2, 1, 3])]
+    w += [_c("scale", 1, value=0.25), _c("eps", 1, value=1e-5), _c("two", 1, value=2.0),
+          _c("wo", hidden, hidden), _c("bo", hidden), _c("g", hidden, value=1.0), _c("b", hidden),
+          _c("w1", hidden, 128), _c("b1", 128), _c("half", 1, value=0.5), _c("one", 1, value=1.0),
+          _c("sqrt2", 1, value=1.4142135), shape, merged]
+    nodes += [
+        n("MatMul", ["qt", "kt"], ["s"]), n("Mul", ["s", "scale"], ["ss"]),
+        n("Softmax", ["ss"], ["p"], axis=-1), n("MatMul", ["p", "vt"], ["c"]),
+        n("Transpose", ["c"], ["ct"], perm=[0, 2, 1, 3]), n("Reshape", ["ct", "merged"], ["cm"]),
+        n("MatMul", ["cm", "wo"], ["o"]), n("Add", ["o", "bo"], ["ob"]),
+        n("Add", ["ob", "x"], ["r"]),
+        n("ReduceMean", ["r"], ["mu"], axes=[-1]), n("Sub", ["r", "mu"], ["d"]),
+        n("Pow", ["d", "two"], ["d2"]), n("ReduceMean", ["d2"], ["var"], axes=[-1]),
+        n("Add", ["var", "eps"], ["ve"]), n("Sqrt", ["ve"], ["sd"]), n("Div", ["d", "sd"], ["nz"]),
+        n("Mul", ["nz", "g"], ["ng"]), n("Add", ["ng", "b"], ["ln"]),
+        n("MatMul", ["ln", "w1"], ["f"]), n("Add", ["f", "b1"], ["fb"]),
+        n("Div", ["fb", "sqrt2"], ["fd"]), n("Erf", ["fd"], ["fe"]), n("Add", ["fe", "one"], ["f1"]),
+        n("Mul", ["fb", "f1"], ["fm"]), n("Mul", ["fm", "half"], ["y"]),
+    ]
+    return _model("bert_layer", nodes, {"x": [1, seq, hidden]}, {"y": [1, seq, 128]}, w)
+
+
+def mobilenet_block() -> onnx.ModelProto:
+    """MobileNetV2's inverted residual: 1x1 expand, BN, ReLU6 (Clip), depthwise 3x3, BN, ReLU6,
+    1x1 project, BN, the residual Add; then global pool, Flatten, Gemm."""
+    n, w = helper.make_node, []
+    w += [_c("we", 64, 16, 1, 1), _c("wd", 64, 1, 3, 3), _c("wp", 16, 64, 1, 1),
+          _c("lo", value=0.0), _c("hi", value=6.0), _c("wf", 10, 16), _c("bf", 10)]
+    nodes = [n("Conv", ["x", "we"], ["e"]), _bn(n, "e", "eb", 64, w),
+             n("Clip", ["eb", "lo", "hi"], ["er"]),
+             n("Conv", ["er", "wd"], ["d"], group=64, pads=[1, 1, 1, 1]), _bn(n, "d", "db", 64, w),
+             n("Clip", ["db", "lo", "hi"], ["dr"]), n("Conv", ["dr", "wp"], ["p"]),
+             _bn(n, "p", "pb", 16, w), n("Add", ["pb", "x"], ["s"]),
+             n("GlobalAveragePool", ["s"], ["g"]), n("Flatten", ["g"], ["f"]),
+             n("Gemm", ["f", "wf", "bf"], ["y"], transB=1)]
+    return _model("mobilenet_block", nodes, {"x": [1, 16, 16, 16]}, {"y": [1, 10]}, w)
+
+
+def yolo_block() -> onnx.ModelProto:
+    """tiny-YOLOv2's stages: Conv (with bias), BN, LeakyReLU, MaxPool, twice, a 1x1 head conv."""
+    n, w = helper.make_node, []
+    w += [_c("w1", 16, 3, 3, 3), _c("b1", 16), _c("w2", 32, 16, 3, 3), _c("w3", 8, 32, 1, 1),
+          _c("b3", 8)]
+    nodes = [n("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]), _bn(n, "c1", "n1", 16, w),
+             n("LeakyRelu", ["n1"], ["l1"], alpha=0.1),
+             n("MaxPool", ["l1"], ["p1"], kernel_shape=[2, 2], strides=[2, 2]),
+             n("Conv", ["p1", "w2"], ["c2"], pads=[1, 1, 1, 1]), _bn(n, "c2", "n2", 32, w),
+             n("LeakyRelu", ["n2"], ["l2"], alpha=0.1),
+             n("MaxPool", ["l2"], ["p2"], kernel_shape=[2, 2], strides=[2, 2]),
+             n("Conv", ["p2", "w3", "b3"], ["y"])]
+    return _model("yolo_block", nodes, {"x": [1, 3, 32, 32]}, {"y": [1, 8, 8, 8]}, w)
+
+
+#: Small graphs with the zoo's ONNX structures (bert_encoder, mobilenetv2_1.0, tiny_yolo_v2;
+#: resnet50_v1's conv-BN-ReLU and residual add are resblock's, above).
+ZOO_LIKE = {"bert_layer": bert_layer, "mobilenet_block": mobilenet_block,
+            "yolo_block": yolo_block}

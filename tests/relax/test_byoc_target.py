@@ -21,7 +21,8 @@ from partition_lab.targets import get_platform, registry
 
 def _partition(model: str, backend: str, **kw):
     mod, params = partition_lab.load_model(models.MODELS[model]())
-    return partition_lab.partition(mod, f"tvm:{backend}", params=params, strategy="greedy", **kw)
+    target = backend if backend.endswith((".toml", ".json")) else f"tvm:{backend}"
+    return partition_lab.partition(mod, target, params=params, strategy="greedy", **kw)
 
 
 def _reasons(result, backend: str) -> dict[str, str]:
@@ -150,3 +151,76 @@ def test_a_pattern_that_names_the_op_but_does_not_fit_is_shown() -> None:
         reasons[c.name] == "no nnapi pattern matches this relax.nn.conv2d: 1 of its 31 patterns "
         "have relax.nn.conv2d (nnapi.conv2d is add(nn.conv2d(*, *), *)), and this call and its "
         "neighbours do not fit any of them" for c in convs)
+
+
+# ---------------------------------------------------------------------------- options
+def test_feature_level_is_partition_for_nnapis() -> None:
+    from partition_lab.relax.byoc.oracle import offloaded_by_backend
+
+    default = _partition("branches", "nnapi")
+    low = _partition("branches", "nnapi", feature_level=1)
+    assert len(low.target.tvm_patterns) < len(default.target.tvm_patterns)
+    ours = {n for n in range(len(low.graph)) if low.plan.device_of(n) == "nnapi"}
+    assert ours == offloaded_by_backend(low.ir, "nnapi", feature_level=1)
+    assert ours < {n for n in range(len(default.graph)) if default.plan.device_of(n) == "nnapi"}
+    assert "feature_level=1" in low.target.description
+
+
+def test_bind_constants_is_partition_for_cublass() -> None:
+    import tvm
+
+    bound = _partition("mlp", "cublas", bind_constants=True)
+    theirs = backends.partition_for(backends.backend("cublas"), bind_constants=True)(
+        bound.prepared_mod)
+    tvm.ir.assert_structural_equal(bound.mod, theirs)
+    passed = _partition("mlp", "cublas")
+    params = {str(gv.name_hint): len(f.params) for gv, f in bound.mod.functions_items()}
+    assert params != {str(gv.name_hint): len(f.params) for gv, f in passed.mod.functions_items()}
+
+
+def test_options_are_checked_in_one_line() -> None:
+    from partition_lab.errors import TargetSpecError
+
+    assert get_platform("tvm:cutlass", use_flash_mqa=False).device("cutlass").target.options \
+        == {"use_flash_mqa": False}
+    with pytest.raises(TargetSpecError, match=r"tvm:nnapi takes feature_level; got 'feature'"):
+        get_platform("tvm:nnapi", feature=7)
+    with pytest.raises(TargetSpecError, match="tvm:coreml takes no options"):
+        get_platform("tvm:coreml", feature_level=7)
+    with pytest.raises(TargetSpecError, match="option feature_level takes a int, not 'high'"):
+        get_platform("tvm:nnapi", feature_level="high")
+
+
+def test_targets_lists_the_pattern_table_and_options(capsys) -> None:
+    assert main(["targets", "tvm:cublas"]) == 0
+    out = capsys.readouterr().out
+    assert "patterns, in table order" in out and "10:" in out
+    assert "    cublas.matmul_bias_relu: nn.relu(add(matmul(*, *), *))" in out
+    assert "option bind_constants=False (bool)" in out
+
+
+def test_the_command_line_passes_a_backend_option(tmp_path, capsys) -> None:
+    path = tmp_path / "branches.onnx"
+    onnx.save(models.branches(), path)
+    code = main(["partition", str(path), "-t", "tvm:nnapi", "--option", "feature_level=1",
+                 "-o", str(tmp_path / "plan.json")])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "ops: 3 on nnapi, 4 on cpu" in out  # 5 on nnapi at the default level
+    assert "no nnapi pattern has relax.mean (none of its 9 patterns)" in out
+
+
+def test_a_platform_file_names_a_tvm_target(tmp_path) -> None:
+    import tvm
+
+    file = tmp_path / "cudnn_and_host.toml"
+    file.write_text('name = "cudnn_and_host"\n\n[[devices]]\nname = "dnn"\nrole = "byoc"\n'
+                    'memory = "gpu"\ntarget = "tvm:cudnn"\nprofile = "t4"\n\n[[devices]]\n'
+                    'name = "cpu"\nrole = "host"\n')
+    result = _partition("convnet", str(file))
+    on = {n for n in range(len(result.graph)) if result.plan.device_of(n) == "dnn"}
+    from partition_lab.relax.byoc.oracle import offloaded_by_backend
+
+    assert on and on == offloaded_by_backend(result.ir, "cudnn")
+    theirs = backends.partition_for(backends.backend("cudnn"))(result.prepared_mod)
+    tvm.ir.assert_structural_equal(result.mod, theirs)  # the backend's form, on a device "dnn"

@@ -36,6 +36,7 @@ from .jobs import (
     parse_strategies,
     resolve_job,
     run_partition_job,
+    tvm_family,
     zoo_name,
 )
 
@@ -253,6 +254,7 @@ def run_targets(args: argparse.Namespace) -> int:
     """``partition-lab targets [NAME]``: one line per built-in platform, or one platform (a name
     or a file) with its devices and every rule of each."""
     if args.name:
+        tvm_family(args.name)
         platform = get_platform(args.name)  # raises UnknownTargetError listing the names
         print(platform.describe())
         for device in platform.accelerators:

@@ -62,6 +62,17 @@ def parse_input_shapes(specs: Sequence[str]) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
+def tvm_family(name: object) -> None:
+    """Register the ``tvm:<backend>`` targets (:mod:`partition_lab.relax.byoc`) where the Relax
+    stack is installed and ``name`` may need them: a ``tvm:`` name, or a target or platform file
+    (which may name one)."""
+    text = str(name or "")
+    if not (text.startswith("tvm:") or Path(text).suffix in (".toml", ".json")) or \
+            not relax_only():
+        return
+    from ..relax import byoc  # noqa: F401 - registers the tvm: family
+
+
 def parse_options(specs: Sequence[str]) -> dict[str, Any]:
     """``["min_size=3", "fp32=true"]`` -> ``{"min_size": 3, "fp32": True}``."""
     options: dict[str, Any] = {}
@@ -141,6 +152,7 @@ def resolve_job(args: argparse.Namespace, *, default_model: bool = False) -> Job
         target_name = target_name or DEFAULT_MODEL_TARGET
         strategy = strategy or DEFAULT_MODEL_STRATEGY
     target_name = target_name or DEFAULT_TARGET
+    tvm_family(target_name)
     options = parse_options(args.option)
     shipped = getattr(args, "shipped_profile", True)
     if strategy is None:  # cost where the prices are measured, which the platform decides

@@ -22,6 +22,7 @@ from ..core.plan import PartitionPlan
 from ..errors import ArgumentError, PartitionLabError
 from . import timing
 from .byoc import remember
+from .byoc.form import plan_module
 from .graph import RelaxGraph, relax_graph, source_names
 from .outline import OutlinedFunction, outline_regions
 from .prepare import bind_params, large_constants, overflow_hazards, prepare
@@ -85,7 +86,8 @@ class RelaxAdapter:
 
     def outline(self, ir: RelaxGraph, plan: PartitionPlan
                 ) -> tuple[tvm.IRModule, dict[str, OutlinedFunction]]:
-        return outline_regions(ir, plan)
+        # a tvm:<backend> plan: in its partition_for_*'s form, by TVM's own passes
+        return plan_module(ir, plan) or outline_regions(ir, plan)
 
     def choice_runner(self, ir: RelaxGraph, device: str, seconds: float,
                       shares: tuple[float, float]) -> tuple[str, Callable[[], dict[str, Any]]]:

@@ -4,7 +4,10 @@
 * :mod:`.backends`: where each backend's pattern table and ``partition_for_*`` live;
 * :mod:`.matching`: what the table takes in a module (TVM's ``FuseOpsByPattern``, checks traced);
 * :mod:`.target`: the target (a verdict with a reason per op, a unit per composite) and its
-  platform, registered as the ``tvm:`` family of :mod:`partition_lab.targets.registry`.
+  platform, registered as the ``tvm:`` family of :mod:`partition_lab.targets.registry`;
+* :mod:`.form`: a plan's partitioned module in the form the backend's ``partition_for_*``
+  leaves, written by TVM's own passes (the Relax adapter's outline for ``tvm:`` platforms);
+* :mod:`.oracle`: what ``partition_for_*`` itself offloads (what greedy is tested against).
 """
 
 from __future__ import annotations

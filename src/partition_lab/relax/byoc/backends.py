@@ -16,7 +16,7 @@ from typing import Any
 import tvm
 
 from ..._text import did_you_mean
-from ...errors import UnknownTargetError
+from ...errors import TargetSpecError, UnknownTargetError
 
 
 @dataclass(frozen=True)
@@ -28,24 +28,66 @@ class Backend:
     partition_for: str | None  # the function's name in ``module``; None: TVM ships none
     cuda: bool  # runs on an NVIDIA GPU: the platform adds the GPU's CUDA cores
     what: str
+    # The form partition_for_* leaves: annotate_codegen=True (one Codegen function per
+    # composite) or MergeCompositeFunctions; FuseOpsByPattern's bind_constants; cutlass and
+    # cudnn's annotate_workspace + AllocateWorkspace; coreml's CanonicalizeBindings first.
+    per_composite: bool = False
+    bind_constants: bool = False
+    workspace: bool = False
+    canonicalize: bool = False
 
 
 BACKENDS: dict[str, Backend] = {b.name: b for b in (
     Backend("tensorrt", "tvm.relax.backend.contrib.tensorrt", "partition_for_tensorrt", True,
-            "NVIDIA TensorRT"),
+            "NVIDIA TensorRT", bind_constants=True),
     Backend("cutlass", "tvm.relax.backend.cuda.cutlass", "partition_for_cutlass", True,
-            "NVIDIA CUTLASS kernels"),
+            "NVIDIA CUTLASS kernels", per_composite=True, workspace=True),
     Backend("cublas", "tvm.relax.backend.cuda.cublas", "partition_for_cublas", True,
-            "NVIDIA cuBLAS (matmuls)"),
+            "NVIDIA cuBLAS (matmuls)", per_composite=True),
     Backend("cudnn", "tvm.relax.backend.cuda.cudnn", "partition_for_cudnn", True,
-            "NVIDIA cuDNN (convolutions, attention)"),
+            "NVIDIA cuDNN (convolutions, attention)", per_composite=True, workspace=True),
     Backend("nnapi", "tvm.relax.backend.contrib.nnapi", "partition_for_nnapi", False,
             "Android NNAPI"),
     Backend("coreml", "tvm.relax.backend.metal.coreml", "partition_for_coreml", False,
-            "Apple Core ML"),
+            "Apple Core ML", bind_constants=True, canonicalize=True),
     Backend("hipblas", "tvm.relax.backend.rocm.hipblas", "partition_for_hipblas", False,
-            "AMD hipBLAS (matmuls)"),
+            "AMD hipBLAS (matmuls)", per_composite=True),
 )}
+
+
+#: The options of a backend's ``partition_for_*`` that ``tvm:<backend>`` takes as target options
+#: (``get_target("tvm:nnapi", feature_level=7)``, ``--option feature_level=7``): name -> (type,
+#: default, what it changes).
+OPTIONS: dict[str, dict[str, tuple[type, Any, str]]] = {
+    "nnapi": {"feature_level": (int, None, "the NNAPI feature level: patterns needing a higher "
+                                "one leave the table (partition_for_nnapi's feature_level)")},
+    "cublas": {"bind_constants": (bool, False, "constants bound inside the Codegen functions "
+                                  "rather than passed from main (partition_for_cublas's)")},
+    "cutlass": {"use_flash_mqa": (bool, True, "the oracle partition_for_cutlass rewrites "
+                                  "multi-query attention for Flash Attention first; our matching "
+                                  "applies none of its rewrites, so only the oracle changes")},
+}
+
+
+def checked_options(spec: Backend, options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` checked against :data:`OPTIONS` (TargetSpecError naming the ones taken)."""
+    known = OPTIONS.get(spec.name, {})
+    checked: dict[str, Any] = {}
+    for key, value in options.items():
+        if key not in known:
+            takes = (f"takes {', '.join(sorted(known))}" if known else "takes no options")
+            raise TargetSpecError(f"tvm:{spec.name} {takes}; got {key!r}"
+                                  f"{did_you_mean(key, list(known))}")
+        kind = known[key][0]
+        if kind is bool and isinstance(value, str) and value.lower() in ("true", "false"):
+            value = value.lower() == "true"
+        elif kind is int and isinstance(value, str) and value.strip().lstrip("-").isdigit():
+            value = int(value)
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            raise TargetSpecError(f"tvm:{spec.name} option {key} takes a {kind.__name__}, "
+                                  f"not {value!r}")
+        checked[key] = value
+    return checked
 
 
 def backend(name: str) -> Backend:
@@ -73,12 +115,15 @@ def load_patterns(spec: Backend) -> tuple[list[Any], str]:
     return patterns, ""
 
 
-def partition_for(spec: Backend) -> Callable[[tvm.IRModule], tvm.IRModule]:
-    """The backend's own ``partition_for_*`` function."""
+def partition_for(spec: Backend, **options: Any) -> Callable[[tvm.IRModule], tvm.IRModule]:
+    """The backend's own ``partition_for_*`` function, with ``options`` (:data:`OPTIONS`)."""
     if spec.partition_for is None:
         raise UnknownTargetError(f"TVM ships no partition_for_* for {spec.name}")
     module = importlib.import_module(spec.module)
-    return getattr(module, spec.partition_for)
+    function = getattr(module, spec.partition_for)
+    if not options:
+        return function
+    return lambda mod: function(mod, **options)
 
 
 def _line(error: BaseException) -> str:

@@ -9,6 +9,8 @@ op on the same shapes) once, so a composite's calls name only its first use.
 
 from __future__ import annotations
 
+from typing import Any
+
 from tvm import relax
 
 from ..graph import RelaxGraph
@@ -16,9 +18,9 @@ from .backends import backend, partition_for
 from .matching import node_of, tagged_module
 
 
-def offloaded_by_backend(rg: RelaxGraph, name: str) -> set[int]:
-    """The nodes of ``rg`` that ``partition_for_<name>`` takes off ``main``."""
-    partitioned = partition_for(backend(name))(tagged_module(rg))
+def offloaded_by_backend(rg: RelaxGraph, name: str, **options: Any) -> set[int]:
+    """The nodes of ``rg`` that ``partition_for_<name>(**options)`` takes off ``main``."""
+    partitioned = partition_for(backend(name), **options)(tagged_module(rg))
     kept: set[int] = set()
     for block in partitioned["main"].body.blocks:
         for binding in block.bindings:

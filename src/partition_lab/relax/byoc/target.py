@@ -23,7 +23,7 @@ from ...core.support import Verdict
 from ...targets.base import TargetSpec
 from ...targets.devices import host
 from ..graph import RelaxGraph
-from .backends import Backend, backend, load_patterns
+from .backends import OPTIONS, Backend, backend, checked_options, load_patterns
 from .matching import Matching, match
 from .pattern_text import pattern_text
 
@@ -45,10 +45,19 @@ def relax_of(graph: OpGraph) -> RelaxGraph | None:
 class TvmBackendTarget(TargetSpec):
     """The target of one TVM BYOC backend (see the module docstring)."""
 
-    def __init__(self, spec: Backend) -> None:
+    def __init__(self, spec: Backend, **options: Any) -> None:
         self.backend = spec
+        checked = checked_options(spec, options)
         self.tvm_patterns, self.problem = load_patterns(spec)
+        level = checked.get("feature_level")
+        if level is not None and not self.problem:  # what partition_for_nnapi(feature_level=)
+            from tvm.relax.backend.contrib.nnapi import min_feature_level  # keeps of the table
+
+            self.tvm_patterns = [p for p in self.tvm_patterns
+                                 if level >= min_feature_level(p.name)]
         count = f"{len(self.tvm_patterns)} patterns" if not self.problem else self.problem
+        if checked:
+            count += ", " + ", ".join(f"{k}={v!r}" for k, v in sorted(checked.items()))
         super().__init__(
             spec.name,
             description=f"{spec.what} through TVM's own Relax pattern table ({count}); what "
@@ -59,6 +68,7 @@ class TvmBackendTarget(TargetSpec):
             supported_reason=f"a {spec.name} pattern takes it",
             # no shipped profile of a phone NPU or an Apple GPU: inferentia1 stands in
             default_profile="t4" if spec.cuda else "inferentia1",
+            options=checked, factory=lambda **again: TvmBackendTarget(spec, **again),
             sources=[f"apache-tvm {tvm.__version__} {spec.module}"])
         self._matched: weakref.WeakKeyDictionary[OpGraph, Matching] = weakref.WeakKeyDictionary()
         self._texts: dict[tuple[str, int], str] = {}
@@ -73,6 +83,28 @@ class TvmBackendTarget(TargetSpec):
                 return None
             self._matched[graph] = match(rg, self.tvm_patterns)
         return self._matched[graph]
+
+    def describe(self) -> str:
+        """The target, its options and its pattern table in order, each pattern as nested
+        calls (what ``partition-lab targets tvm:<backend>`` prints)."""
+        lines = [f"{self.name}: {self.description}",
+                 f"  version: {self.version} ({self.provenance})",
+                 f"  cost profile: {self.default_profile}"]
+        taken = OPTIONS.get(self.backend.name, {})
+        for key, (kind, default, what) in taken.items():
+            lines.append(f"  option {key}={self.options.get(key, default)!r} ({kind.__name__}): "
+                         f"{what}")
+        if not taken:
+            lines.append("  options: none")
+        if self.problem:
+            lines.append(f"  {self.problem}")
+        lines.append(f"  patterns, in table order (greedy takes the first that matches and "
+                     f"whose check accepts), {len(self.tvm_patterns)}:")
+        for p in self.tvm_patterns:
+            check = "" if p.check is None else f"  [check {_check_name(p.check)}]"
+            lines.append(f"    {p.name}: {self._form(p)}{check}")
+        lines.extend(f"  source: {s}" for s in self.sources)
+        return "\n".join(lines)
 
     def check(self, node: OpNode) -> Verdict:
         return Verdict(False, self._no_module(), RULE)
@@ -160,6 +192,12 @@ class TvmBackendTarget(TargetSpec):
         return name[len(prefix):] if name.startswith(prefix) else name
 
 
+def _check_name(check: Any) -> str:
+    func = getattr(check, "func", check)
+    name = getattr(func, "__qualname__", "") or getattr(func, "__name__", "")
+    return name or "(a Python function TVM wraps)"
+
+
 def _pattern(graph: OpGraph, name: str, nodes: tuple[int, ...]) -> Pattern:
     """A core Pattern describing one composite (its steps are the composite's ops)."""
     index = {n: i for i, n in enumerate(nodes)}
@@ -175,12 +213,9 @@ def _pattern(graph: OpGraph, name: str, nodes: tuple[int, ...]) -> Pattern:
 
 
 def build(name: str, **options: Any) -> TvmBackendTarget:
-    """The ``tvm:<name>`` target (no options)."""
-    if options:
-        from ...errors import TargetSpecError
-
-        raise TargetSpecError(f"tvm:{name} takes no options; got {', '.join(sorted(options))}")
-    return TvmBackendTarget(backend(name))
+    """The ``tvm:<name>`` target, with the options of its ``partition_for_*``
+    (:data:`~.backends.OPTIONS`)."""
+    return TvmBackendTarget(backend(name), **options)
 
 
 def platform(name: str, **options: Any) -> Platform:
