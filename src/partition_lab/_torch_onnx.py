@@ -365,8 +365,12 @@ def known_fix(exc: BaseException) -> str:
 
 def may_fall_back(exc: ModelFormatError) -> bool:
     """Whether the TorchScript exporter is tried after this dynamo failure: not for a shape or
-    branch that depends on tensor values (tracing would keep the example's branch silently)."""
+    branch that depends on tensor values (tracing would keep the example's branch silently),
+    nor for the module's own assertion about its input (ViT's "Wrong image height!"): tracing
+    runs the same code and stops on the same line."""
     cause = exc.__cause__
+    if isinstance(cause, AssertionError):
+        return False
     return not (cause is not None and (type(cause).__name__ in _DATA_DEPENDENT
                                        or "data-dependent" in first_line(cause)))
 
